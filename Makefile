@@ -1,0 +1,45 @@
+# Two entry points do all set-up on a fresh machine (Python >= 3.11 and make, nothing else):
+#   make book   install, then build the HTML book into _build/html
+#   make test   install, then every check: unit/property/parity tests, strict nbval on every
+#               notebook in _toc.yml, and a warning-free book build
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+export MPLBACKEND := Agg
+export PYTHONHASHSEED := 0
+
+.PHONY: install book test unit notebooks build-book clean
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade pip
+	$(BIN)/python -m pip install -r requirements.txt
+	# d2l is the reference for parity tests; its own pins (numpy==1.23.5, ...) break on
+	# Python >= 3.12, so it goes in without them: requirements.txt lists what d2l.torch imports.
+	$(BIN)/python -m pip install --no-deps d2l==1.0.3
+	$(BIN)/python -m pip install --no-deps -e .
+	touch $@
+
+book: install
+	$(BIN)/jupyter-book build . --keep-going
+	@echo "Book built: open $(CURDIR)/_build/html/index.html"
+
+unit: install
+	$(BIN)/python -m pytest tests -q
+
+notebooks: install
+	$(BIN)/python -m pytest -q --nbval --nbval-current-env \
+	    --nbval-sanitize-with tests/nbval_sanitize.cfg -p tests.conftest \
+	    $$($(BIN)/python tests/toc_notebooks.py)
+
+build-book: install
+	rm -rf _build/html _build/.doctrees
+	$(BIN)/jupyter-book build . -W -n --keep-going
+
+test: unit notebooks build-book
+
+clean:
+	rm -rf _build $(VENV)

@@ -1,0 +1,58 @@
+"""Where tensors live and how runs are made repeatable (used by every chapter).
+
+The device is chosen once, here: CUDA if present, then Apple's MPS, then the CPU. Setting the
+environment variable ``COURSE_DEVICE`` (``cpu``, ``cuda``, ``cuda:1``, ``mps``, ``meta``) overrides
+the choice, which is how a reader with a GPU forces a CPU run that matches the stored outputs.
+Everything else in the package creates tensors on the device of its inputs.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import torch
+
+
+def get_device() -> torch.device:
+    """The device the course runs on: ``COURSE_DEVICE`` if set, else cuda > mps > cpu.
+
+    Returns:
+        A ``torch.device``.
+    Raises:
+        ValueError: if ``COURSE_DEVICE`` names a device torch does not know or cannot use.
+    """
+    requested = os.environ.get("COURSE_DEVICE", "").strip()
+    if requested:
+        try:
+            device = torch.device(requested)
+        except RuntimeError as err:
+            raise ValueError(f"COURSE_DEVICE={requested!r} is not a torch device") from err
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"COURSE_DEVICE={requested!r} but CUDA is not available")
+        if device.type == "mps" and not torch.backends.mps.is_available():
+            raise ValueError(f"COURSE_DEVICE={requested!r} but MPS is not available")
+        return device
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def seed_everything(seed: int = 0) -> None:
+    """Seed Python's, NumPy's and torch's random generators (all devices) with ``seed``.
+
+    Args:
+        seed: a non-negative integer.
+    Raises:
+        TypeError: if seed is not an int. ValueError: if it is negative.
+    """
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    if seed < 0:
+        raise ValueError(f"seed must be >= 0, got {seed}")
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # also seeds every CUDA device

@@ -1,0 +1,86 @@
+"""Positional encodings: the sinusoidal table of Vaswani et al. (2017) and a learned one.
+
+Chapter: "Self-attention and positional encoding"; used by the Transformer.
+
+P[i, 2j] = sin(i / 10000^(2j/D)),  P[i, 2j+1] = cos(i / 10000^(2j/D)).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def _check_input(X: torch.Tensor, num_hiddens: int, max_len: int) -> None:
+    if not isinstance(X, torch.Tensor):
+        raise TypeError(f"X must be a torch.Tensor of shape (B, T, {num_hiddens}), got {type(X).__name__}")
+    if X.dim() != 3 or X.shape[-1] != num_hiddens:
+        raise ValueError(f"X must have shape (B, T, {num_hiddens}), got {tuple(X.shape)}")
+    if X.shape[1] > max_len:
+        raise ValueError(f"X has T={X.shape[1]} steps, more than max_len={max_len}")
+
+
+def sinusoidal_table(max_len: int, num_hiddens: int) -> torch.Tensor:
+    """The sinusoidal table P.
+
+    Args:
+        max_len: number of positions. num_hiddens: D, even.
+    Returns:
+        (max_len, D) float32 tensor on the CPU (callers register it as a buffer, so it moves with them).
+    Raises:
+        ValueError: if num_hiddens is odd or not positive.
+    """
+    if num_hiddens <= 0 or num_hiddens % 2:
+        raise ValueError(f"num_hiddens must be a positive even number, got {num_hiddens}")
+    positions = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)
+    frequencies = torch.pow(10000.0, -torch.arange(0, num_hiddens, 2, dtype=torch.float32) / num_hiddens)
+    angles = positions * frequencies  # (max_len, D/2)
+    table = torch.zeros(max_len, num_hiddens)
+    table[:, 0::2] = torch.sin(angles)
+    table[:, 1::2] = torch.cos(angles)
+    return table
+
+
+class PositionalEncoding(nn.Module):
+    """Add the sinusoidal table to the input, then dropout.
+
+    Args:
+        num_hiddens: D, even. dropout: dropout probability. max_len: longest sequence allowed.
+    Attributes:
+        P: (1, max_len, D) buffer (saved with the model and moved by ``.to(device)``).
+    Raises:
+        ValueError: if num_hiddens is odd.
+    """
+
+    def __init__(self, num_hiddens: int, dropout: float, max_len: int = 1000):
+        super().__init__()
+        self.num_hiddens, self.max_len = num_hiddens, max_len
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("P", sinusoidal_table(max_len, num_hiddens)[None])
+
+    def forward(self, X: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """X (B, T, D) -> (B, T, D); positions start at ``offset`` (for step-by-step decoding)."""
+        _check_input(X, self.num_hiddens, self.max_len - offset)
+        return self.dropout(X + self.P[:, offset : offset + X.shape[1]].to(X.dtype))
+
+
+class LearnedPositionalEncoding(nn.Module):
+    """Add a learned embedding of each position (as in BERT and GPT), then dropout.
+
+    Args:
+        num_hiddens: D. dropout: dropout probability. max_len: number of positions with an embedding.
+    Attributes:
+        embedding: ``nn.Embedding(max_len, D)``; positions never seen in training keep their random init.
+    """
+
+    def __init__(self, num_hiddens: int, dropout: float, max_len: int = 1000):
+        super().__init__()
+        self.num_hiddens, self.max_len = num_hiddens, max_len
+        self.embedding = nn.Embedding(max_len, num_hiddens)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, X: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """X (B, T, D) -> (B, T, D); positions start at ``offset``."""
+        _check_input(X, self.num_hiddens, self.max_len - offset)
+        positions = torch.arange(offset, offset + X.shape[1], device=X.device)
+        return self.dropout(X + self.embedding(positions)[None].to(X.dtype))
