@@ -6,7 +6,6 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-export MPLBACKEND := Agg
 export PYTHONHASHSEED := 0
 
 .PHONY: install book test unit notebooks build-book clean

@@ -7,12 +7,10 @@
 
 from __future__ import annotations
 
-import os
 
 import pytest
 import torch
 
-os.environ.setdefault("MPLBACKEND", "Agg")
 
 DEVICES = ["cpu", "meta"] + (["cuda"] if torch.cuda.is_available() else [])
 
