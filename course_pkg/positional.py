@@ -33,8 +33,8 @@ def sinusoidal_table(max_len: int, num_hiddens: int) -> torch.Tensor:
     if num_hiddens <= 0 or num_hiddens % 2:
         raise ValueError(f"num_hiddens must be a positive even number, got {num_hiddens}")
     positions = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)
-    frequencies = torch.pow(10000.0, -torch.arange(0, num_hiddens, 2, dtype=torch.float32) / num_hiddens)
-    angles = positions * frequencies  # (max_len, D/2)
+    # i / 10000^(2j/D), computed literally as the formula reads (so it matches d2l bit for bit).
+    angles = positions / torch.pow(10000.0, torch.arange(0, num_hiddens, 2, dtype=torch.float32) / num_hiddens)
     table = torch.zeros(max_len, num_hiddens)
     table[:, 0::2] = torch.sin(angles)
     table[:, 1::2] = torch.cos(angles)
