@@ -157,7 +157,7 @@ def train_seq2seq(
                 nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
             optimizer.step()
             batch_tokens = int((tgt_out != pad).sum())
-            step_loss.append(float(loss))
+            step_loss.append(loss.item())
             loss_sum += step_loss[-1] * batch_tokens
             epoch_tokens += batch_tokens
         num_tokens += epoch_tokens
