@@ -1,0 +1,189 @@
+"""Benchmark: our multi-head attention against torch.nn.MultiheadAttention, measured in one run.
+
+Four ways to compute the same self-attention (B, T, D) -> (B, T, D), on the same inputs and
+weights (ours are copied from the torch module, and the outputs are checked to agree first):
+
+- ``torch MHA``   ``nn.MultiheadAttention(D, H, batch_first=True)``, ``need_weights=False``: the peer.
+- ``ours fused``  ``MultiHeadAttention(D, H, bias=True)``, ``need_weights=False``
+                  (``F.scaled_dot_product_attention`` inside). Target: <= 1.05x the peer.
+- ``ours explicit`` the teaching path, ``need_weights=True``: builds and keeps the (B, H, T, T) weights.
+- ``bare SDPA``   ``F.scaled_dot_product_attention`` alone on pre-projected (B, H, T, D/H) tensors:
+                  the attention core without any projection, a floor for the two fused paths.
+
+"forward" runs in eval mode under ``torch.no_grad()`` (inference); "fwd+bwd" runs in train mode
+(dropout is 0) and back-propagates the sum of the output. Each time is the median of several runs
+after warm-up. On CUDA the peak memory of one fwd+bwd is printed as T grows.
+
+Usage:
+    python bench/attention.py                 # B=8, D=768, H=12, T in 128 256 512 1024
+    python bench/attention.py --quick         # small CPU run (seconds)
+    python bench/attention.py --device cuda --repeats 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+from course_pkg.attention import MultiHeadAttention  # noqa: E402
+from course_pkg.device import get_device, seed_everything  # noqa: E402
+
+PEER = "torch MHA"
+TARGET = 1.05
+
+
+def copy_from_torch(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
+    """Give ours the weights of torch's module: in_proj = [W_q; W_k; W_v], out_proj = W_o."""
+    width = theirs.embed_dim
+    with torch.no_grad():
+        for k, linear in enumerate((ours.W_q, ours.W_k, ours.W_v)):
+            linear.weight.copy_(theirs.in_proj_weight[k * width : (k + 1) * width])
+            linear.bias.copy_(theirs.in_proj_bias[k * width : (k + 1) * width])
+        ours.W_o.weight.copy_(theirs.out_proj.weight)
+        ours.W_o.bias.copy_(theirs.out_proj.bias)
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def median_times(
+    paths: dict[str, Callable[[], object]], device: torch.device, warmup: int, repeats: int
+) -> dict[str, float]:
+    """Median wall time (s) of each path, after ``warmup`` untimed calls of each.
+
+    The paths take turns (one call of each per round) so that a change in the load of a shared
+    machine hits all of them alike instead of biasing whichever ran during it.
+    """
+    for _ in range(warmup):
+        for fn in paths.values():
+            fn()
+    synchronize(device)
+    times: dict[str, list[float]] = {name: [] for name in paths}
+    for _ in range(repeats):
+        for name, fn in paths.items():
+            start = time.perf_counter()
+            fn()
+            synchronize(device)
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def make_paths(
+    theirs: nn.MultiheadAttention, ours: MultiHeadAttention, X: torch.Tensor, heads: int
+) -> dict[str, Callable[[], torch.Tensor]]:
+    """The four ways to compute the attention of X with itself, as argument-free callables."""
+    batch_size, steps, width = X.shape
+    # Pre-projected (B, H, T, D/H) tensors for the bare kernel, made once outside the timing.
+    with torch.no_grad():
+        qkv = F.linear(X, theirs.in_proj_weight, theirs.in_proj_bias)
+        q, k, v = (
+            t.reshape(batch_size, steps, heads, width // heads).transpose(1, 2).contiguous().requires_grad_(X.requires_grad)
+            for t in qkv.chunk(3, dim=-1)
+        )
+    return {
+        PEER: lambda: theirs(X, X, X, need_weights=False)[0],
+        "ours fused": lambda: ours(X, X, X, need_weights=False),
+        "ours explicit": lambda: ours(X, X, X, need_weights=True),
+        "bare SDPA": lambda: F.scaled_dot_product_attention(q, k, v),
+    }
+
+
+def bench_one(
+    steps: int, args: argparse.Namespace, device: torch.device
+) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """Forward and fwd+bwd median times (s), and CUDA peak memory (MiB), of every path at length T."""
+    seed_everything(0)
+    theirs = nn.MultiheadAttention(args.dim, args.heads, batch_first=True).to(device)
+    ours = MultiHeadAttention(args.dim, args.heads, bias=True).to(device)
+    copy_from_torch(ours, theirs)
+    X = torch.randn(args.batch, steps, args.dim, device=device)
+
+    memory = {}
+    theirs.eval(), ours.eval()
+    with torch.no_grad():
+        paths = make_paths(theirs, ours, X, args.heads)
+        reference = paths[PEER]()
+        for name, fn in paths.items():
+            if name != "bare SDPA":  # the bare kernel has no output projection to compare
+                error = (fn() - reference).abs().max().item()
+                if error > 1e-4:
+                    raise AssertionError(f"{name} differs from {PEER} by {error:.2e} at T={steps}")
+        forward = median_times(paths, device, args.warmup, args.repeats)
+
+    theirs.train(), ours.train()
+    X.requires_grad_(True)
+    train_steps = {name: (lambda fn=fn: fn().sum().backward()) for name, fn in make_paths(theirs, ours, X, args.heads).items()}
+    backward = median_times(train_steps, device, args.warmup, args.repeats)
+    if device.type == "cuda":
+        for name, step in train_steps.items():
+            torch.cuda.empty_cache()
+            base = torch.cuda.memory_allocated(device)
+            torch.cuda.reset_peak_memory_stats(device)
+            step()
+            synchronize(device)
+            memory[name] = (torch.cuda.max_memory_allocated(device) - base) / 2**20
+    return forward, backward, memory
+
+
+def print_table(title: str, lengths: list[int], results: dict[int, dict[str, float]], unit: str, scale: float) -> None:
+    names = list(next(iter(results.values())))
+    print(f"\n{title}")
+    print(f"{'T':>6}  " + "  ".join(f"{name:>22}" for name in names))
+    for steps in lengths:
+        row = results[steps]
+        cells = [f"{row[name] * scale:9.2f}{unit} ({row[name] / row[PEER]:5.2f}x)" for name in names]
+        print(f"{steps:>6}  " + "  ".join(f"{cell:>22}" for cell in cells))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default=None, help="cpu, cuda, ... (default: course_pkg.device.get_device())")
+    parser.add_argument("--quick", action="store_true", help="small CPU-sized run: B=2, D=256, H=4, T up to 256")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--dim", type=int, default=768)
+    parser.add_argument("--heads", type=int, default=12)
+    parser.add_argument("--lengths", type=int, nargs="+", default=[128, 256, 512, 1024])
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    if args.quick:
+        args.batch, args.dim, args.heads, args.lengths, args.repeats = 2, 256, 4, [64, 128, 256], 5
+    device = torch.device(args.device) if args.device else get_device()
+
+    print(
+        f"torch {torch.__version__}, device {device}"
+        + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else f", {torch.get_num_threads()} threads")
+    )
+    print(f"B={args.batch}, D={args.dim}, H={args.heads}, T={args.lengths}; median of {args.repeats} after {args.warmup} warm-up")
+    print(f"Each cell: time (ratio to {PEER}, need_weights=False). Target: ours fused <= {TARGET:.2f}x.")
+
+    forward, backward, memory = {}, {}, {}
+    for steps in args.lengths:
+        forward[steps], backward[steps], memory[steps] = bench_one(steps, args, device)
+    print_table("forward (eval, no_grad)", args.lengths, forward, "ms", 1e3)
+    print_table("forward + backward (train)", args.lengths, backward, "ms", 1e3)
+    if device.type == "cuda":
+        print_table("peak extra memory of one fwd+bwd", args.lengths, memory, "MiB", 1.0)
+
+    longest = args.lengths[-1]
+    print(f"\nAt T={longest}:")
+    for label, results in (("forward", forward), ("fwd+bwd", backward)):
+        ratio = results[longest]["ours fused"] / results[longest][PEER]
+        verdict = "meets" if ratio <= TARGET else "MISSES"
+        print(f"  {label:8s} ours fused / {PEER} = {ratio:.3f}  ({verdict} the {TARGET:.2f}x target)")
+
+
+if __name__ == "__main__":
+    main()
