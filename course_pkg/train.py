@@ -77,7 +77,7 @@ def masked_cross_entropy(Y_hat: torch.Tensor, Y: torch.Tensor, pad: int) -> torc
         raise TypeError(f"Y must be an integer tensor of target ids, got {getattr(Y, 'dtype', type(Y))}")
     if tuple(Y.shape) != tuple(Y_hat.shape[:2]):
         raise ValueError(f"Y must have shape (B, T)={tuple(Y_hat.shape[:2])} to match Y_hat, got {tuple(Y.shape)}")
-    log_probs = F.log_softmax(Y_hat.float(), dim=-1)  # float32 even under bf16 autocast
+    log_probs = F.log_softmax(Y_hat.to(torch.promote_types(Y_hat.dtype, torch.float32)), dim=-1)  # >= float32 under bf16
     nll = -log_probs.gather(-1, Y.long().unsqueeze(-1)).squeeze(-1)  # (B, T)
     mask = Y != pad  # (B, T)
     # where (not a product) so an inf at a pad position cannot turn the sum into NaN
