@@ -47,7 +47,7 @@ def gaussian(u: torch.Tensor) -> torch.Tensor:
 
 
 def boxcar(u: torch.Tensor) -> torch.Tensor:
-    """Boxcar kernel 1[|u| < 1]: the plain average of the keys closer than one width.
+    """Boxcar kernel ``1[|u| < 1]``: the plain average of the keys closer than one width.
 
     Args:
         u: tensor of scaled distances, any shape.
