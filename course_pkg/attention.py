@@ -105,6 +105,8 @@ def attention_mask(
     Returns:
         None, or a bool tensor broadcastable to (B, Q, K).
     """
+    if valid_lens is not None and valid_lens.device != device:
+        valid_lens = valid_lens.to(device)  # lengths are often kept on the CPU next to GPU scores
     mask = None if valid_lens is None else sequence_mask(valid_lens, num_keys)
     if causal:
         tri = causal_mask(num_queries, num_keys, device)
