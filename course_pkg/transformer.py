@@ -97,7 +97,10 @@ class AddNorm(nn.Module):
         self.ln = nn.LayerNorm(norm_shape)
 
     def forward(self, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
-        """X (B, T, D) the sublayer's input, Y (B, T, D) its output -> (B, T, D). Raises ValueError on unequal shapes."""
+        """X (B, T, D) the sublayer's input, Y (B, T, D) its output -> (B, T, D).
+
+        Raises ValueError if X and Y differ in shape.
+        """
         if X.shape != Y.shape:
             raise ValueError(f"X and Y must have the same shape, got {tuple(X.shape)} and {tuple(Y.shape)}")
         return self.ln(X + self.dropout(Y))
@@ -369,7 +372,8 @@ class TransformerDecoder(Decoder):
         enc_outputs, enc_valid_lens, caches, offset = state
         _check_tokens("X", X, self.vocab_size)
         if X.shape[0] != enc_outputs.shape[0]:
-            raise ValueError(f"X must have shape (B, t) with B={enc_outputs.shape[0]} as in the state, got {tuple(X.shape)}")
+            batch_size = enc_outputs.shape[0]
+            raise ValueError(f"X must have shape (B, t) with B={batch_size} as in the state, got {tuple(X.shape)}")
         _check_lens("tgt_valid_lens", tgt_valid_lens, X.shape[0], None)
         if tgt_valid_lens is not None:
             # Only the k = offset + t positions fed so far exist as keys.
