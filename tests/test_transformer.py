@@ -2,8 +2,9 @@
 
 Peers nobody here wrote: ``torch.nn.Transformer`` (and its encoder/decoder layers) and
 ``d2l.torch.TransformerEncoder``, with weights copied into ours. Also: shapes, the key/value
-cache (step-by-step decoding equals one call on the whole prefix), the causal and padding
-properties, the fused path, gradcheck in float64, the meta device and bad input.
+cache (step-by-step decoding equals one call on the whole prefix; greedy decoding of
+course_pkg.decode gives the same tokens with and without it; beam search runs), the causal and
+padding properties, the fused path, gradcheck in float64, the meta device and bad input.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from course_pkg.attention import MultiHeadAttention
+from course_pkg.decode import beam_search, greedy_decode
 from course_pkg.transformer import (
     AddNorm,
     PositionWiseFFN,
@@ -171,6 +173,40 @@ def test_decoder_never_modifies_the_state_it_is_given():
     second = model.decoder(tgt[:, 2:3], state2)[0]
     assert torch.equal(first, second)
     assert state2[3] == 2 and state2[2][0][0].shape[1] == 2
+
+
+def lively_model() -> Transformer:
+    """An untrained float64 model whose greedy outputs vary from step to step.
+
+    At the default initialisation the scaled target embedding dominates the residual stream, and
+    greedy decoding of an untrained model repeats one token; shrinking it lets the positions and
+    the source speak, so that decoding tests compare real sequences.
+    """
+    model = make_model(use_bias=True, dtype=F64, seed=3)
+    with torch.no_grad():
+        model.decoder.embedding.weight.mul_(0.1)
+    return model
+
+
+@pytest.mark.parametrize("eos", [4, TGT_V + 1])  # an id that comes, and one that never does
+def test_greedy_decoding_with_and_without_the_cache_gives_the_same_tokens(eos):
+    model = lively_model()
+    src, _, src_lens, _ = batch()
+    cached, _ = greedy_decode(model, src, src_lens, bos=1, eos=eos, num_steps=12, use_cache=True)
+    uncached, _ = greedy_decode(model, src, src_lens, bos=1, eos=eos, num_steps=12, use_cache=False)
+    assert torch.equal(cached, uncached)
+    assert all(len(set(row)) >= 3 for row in cached.tolist())  # not one token repeated
+    assert (eos in cached.tolist()[0]) == (eos < TGT_V)
+
+
+def test_beam_search_runs_on_the_transformer_and_beam_one_is_greedy():
+    model = lively_model()
+    src, _, src_lens, _ = batch()
+    tokens = beam_search(model, src, src_lens, bos=1, eos=4, num_steps=8, beam_size=3)
+    assert tokens.dim() == 2 and tokens.shape[0] == 3 and 1 <= tokens.shape[1] <= 8
+    assert tokens.min() >= 0 and tokens.max() < TGT_V
+    greedy, _ = greedy_decode(model, src, src_lens, bos=1, eos=4, num_steps=8)
+    assert torch.equal(beam_search(model, src, src_lens, bos=1, eos=4, num_steps=8, beam_size=1), greedy)
 
 
 # ----------------------------------------------------------------------------- properties
