@@ -266,7 +266,8 @@ class TransformerDecoderBlock(nn.Module):
             state: ``[enc_outputs (B, T, D), enc_valid_lens None or (B,), caches, offset]`` as made by
                 :meth:`TransformerDecoder.init_state`; ``caches[self.i]`` is None or this block's
                 ``(keys (B, k - t, D), values (B, k - t, D), enc_keys (B, T, D), enc_values (B, T, D))``.
-            tgt_valid_lens: None or (B,) numbers of real target tokens counted from position 0.
+            tgt_valid_lens: None or (B,) numbers of real target tokens counted from position 0, at
+                most k (:class:`TransformerDecoder` clamps them).
             need_weights: keep the attention weights (explicit path) or not (fused path).
         Returns:
             (B, t, D) and a new state whose cache entry for this block also holds the new positions.
@@ -283,7 +284,7 @@ class TransformerDecoderBlock(nn.Module):
         Y = self.addnorm1(X, X2)
         Y2 = attend_projected(self.attention2, Y, enc_keys, enc_values, enc_valid_lens, need_weights=need_weights)
         Z = self.addnorm2(Y, Y2)
-        caches = list(caches)  # a new list: the caller's state stays valid (beam search reuses it)
+        caches = list(caches)  # a new list: the caller's state stays valid, so a search may branch from it
         caches[self.i] = (keys, values, enc_keys, enc_values)
         return self.addnorm3(Z, self.ffn(Z)), [enc_outputs, enc_valid_lens, caches, offset]
 
