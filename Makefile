@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export PYTHONHASHSEED := 0
 
-.PHONY: install book test unit notebooks build-book clean
+.PHONY: install book test unit notebooks build-book browser clean
 
 install: $(STAMP)
 
@@ -38,7 +38,11 @@ build-book: install
 	rm -rf _build/html _build/.doctrees
 	$(BIN)/jupyter-book build . -W -n --keep-going
 
-test: unit notebooks build-book
+browser: build-book
+	bash tests/browser/install_chromium.sh
+	$(BIN)/python -m pytest -q tests/browser
+
+test: unit notebooks build-book browser
 
 clean:
 	rm -rf _build $(VENV)

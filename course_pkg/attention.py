@@ -83,7 +83,8 @@ def causal_mask(num_queries: int, num_keys: int, device: torch.device | str | No
     When Q < K (decoding one step with a cache of past keys) the queries are the *last* Q positions.
 
     Args:
-        num_queries: Q. num_keys: K, with K >= Q.
+        num_queries: Q.
+        num_keys: K, with K >= Q.
         device: where to build the mask.
     Returns:
         (1, Q, K) bool tensor.
@@ -169,7 +170,8 @@ class AdditiveAttention(nn.Module):
     Args:
         num_hiddens: h, the width of the hidden layer inside the score.
         dropout: dropout probability on the attention weights.
-        query_size: d_q (default num_hiddens). key_size: d_k (default num_hiddens).
+        query_size: d_q (default num_hiddens).
+        key_size: d_k (default num_hiddens).
     Attributes:
         attention_weights: (B, Q, K) weights of the last forward call.
     """
@@ -194,7 +196,9 @@ class AdditiveAttention(nn.Module):
         """Attend.
 
         Args:
-            queries: (B, Q, d_q). keys: (B, K, d_k). values: (B, K, d_v).
+            queries: (B, Q, d_q).
+            keys: (B, K, d_k).
+            values: (B, K, d_v).
             valid_lens: None, (B,) or (B, Q) numbers of valid keys.
         Returns:
             (B, Q, d_v).
@@ -243,7 +247,9 @@ class DotProductAttention(nn.Module):
         """Attend.
 
         Args:
-            queries: (B, Q, d). keys: (B, K, d). values: (B, K, d_v).
+            queries: (B, Q, d).
+            keys: (B, K, d).
+            values: (B, K, d_v).
             valid_lens: None, (B,) or (B, Q) numbers of valid keys.
             causal: hide keys after each query (see :func:`causal_mask`).
             need_weights: compute and keep the weights (explicit path) or not (fused path).
@@ -278,8 +284,12 @@ def fused_attention(
     """Scaled dot-product attention through ``F.scaled_dot_product_attention``, same masks as ours.
 
     Args:
-        queries: (B, Q, d). keys: (B, K, d). values: (B, K, d_v). valid_lens: None, (B,) or (B, Q).
-        causal: hide later keys. dropout_p: dropout on the weights (0 in eval).
+        queries: (B, Q, d).
+        keys: (B, K, d).
+        values: (B, K, d_v).
+        valid_lens: None, (B,) or (B, Q).
+        causal: hide later keys.
+        dropout_p: dropout on the weights (0 in eval).
     Returns:
         (B, Q, d_v); a query with no valid key gets zeros, as in :func:`masked_softmax`.
     """
@@ -301,8 +311,10 @@ class LuongAttention(nn.Module):
 
     Args:
         score: "dot", "general" or "concat".
-        query_size: d_q. key_size: d_k (must equal d_q for "dot").
-        num_hiddens: hidden width of "concat" (default d_q). dropout: on the weights.
+        query_size: d_q.
+        key_size: d_k (must equal d_q for "dot").
+        num_hiddens: hidden width of "concat" (default d_q).
+        dropout: dropout probability on the weights.
     Attributes:
         attention_weights: (B, Q, K) weights of the last forward call.
     Raises:
@@ -432,9 +444,12 @@ class MultiHeadAttention(nn.Module):
         """Attend with H heads.
 
         Args:
-            queries: (B, Q, query_size). keys: (B, K, key_size). values: (B, K, value_size).
+            queries: (B, Q, query_size).
+            keys: (B, K, key_size).
+            values: (B, K, value_size).
             valid_lens: None, (B,) or (B, Q) numbers of valid keys.
-            causal: hide keys after each query. need_weights: explicit path (keeps weights) or fused.
+            causal: hide keys after each query.
+            need_weights: explicit path (keeps weights) or fused.
         Returns:
             (B, Q, D).
         Raises:

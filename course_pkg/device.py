@@ -47,7 +47,8 @@ def seed_everything(seed: int = 0) -> None:
     Args:
         seed: a non-negative integer.
     Raises:
-        TypeError: if seed is not an int. ValueError: if it is negative.
+        TypeError: if seed is not an int.
+        ValueError: if seed is negative.
     """
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")

@@ -24,7 +24,8 @@ def sinusoidal_table(max_len: int, num_hiddens: int) -> torch.Tensor:
     """The sinusoidal table P.
 
     Args:
-        max_len: number of positions. num_hiddens: D, even.
+        max_len: number of positions.
+        num_hiddens: D, even.
     Returns:
         (max_len, D) float32 tensor on the CPU (callers register it as a buffer, so it moves with them).
     Raises:
@@ -45,7 +46,9 @@ class PositionalEncoding(nn.Module):
     """Add the sinusoidal table to the input, then dropout.
 
     Args:
-        num_hiddens: D, even. dropout: dropout probability. max_len: longest sequence allowed.
+        num_hiddens: D, even.
+        dropout: dropout probability.
+        max_len: longest sequence allowed.
     Attributes:
         P: (1, max_len, D) buffer (saved with the model and moved by ``.to(device)``).
     Raises:
@@ -68,7 +71,9 @@ class LearnedPositionalEncoding(nn.Module):
     """Add a learned embedding of each position (as in BERT and GPT), then dropout.
 
     Args:
-        num_hiddens: D. dropout: dropout probability. max_len: number of positions with an embedding.
+        num_hiddens: D.
+        dropout: dropout probability.
+        max_len: number of positions with an embedding.
     Attributes:
         embedding: ``nn.Embedding(max_len, D)``; positions never seen in training keep their random init.
     """

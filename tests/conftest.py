@@ -12,6 +12,9 @@ import pytest
 import torch
 
 
+# The browser check of the built book runs on its own, after the build (`make browser`).
+collect_ignore = ["browser"]
+
 DEVICES = ["cpu", "meta"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
