@@ -686,6 +686,25 @@ def truncate_pad(ids: Sequence[int], num_steps: int, pad: int) -> list[int]:
     return ids + [pad] * (num_steps - len(ids))
 
 
+def source_array(sentences: Sequence[str], src_vocab: Vocab, num_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The encoder's input for source sentences: ids + ``<eos>``, cut or padded to num_steps.
+
+    Args:
+        sentences: N source strings in normal form. src_vocab: the source vocabulary.
+        num_steps: T.
+    Returns:
+        (src, src_valid_len): src (N, T) long; src_valid_len (N,) long, the number of non-pad
+        positions of each row. On the CPU.
+    Raises:
+        ValueError: if num_steps < 1.
+    """
+    if num_steps < 1:
+        raise ValueError(f"num_steps must be >= 1, got {num_steps}")
+    rows = [truncate_pad(src_vocab[tokenize(s)] + [src_vocab.eos], num_steps, src_vocab.pad) for s in sentences]
+    src = torch.tensor(rows, dtype=torch.long).reshape(len(rows), num_steps)
+    return src, (src != src_vocab.pad).sum(dim=1)
+
+
 def build_arrays(pairs: Sequence[Pair], src_vocab: Vocab, tgt_vocab: Vocab, num_steps: int
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Turn sentence pairs into the four index tensors a seq2seq model trains on.
@@ -704,15 +723,11 @@ def build_arrays(pairs: Sequence[Pair], src_vocab: Vocab, tgt_vocab: Vocab, num_
     Raises:
         ValueError: if num_steps < 1.
     """
-    if num_steps < 1:
-        raise ValueError(f"num_steps must be >= 1, got {num_steps}")
-    src_tokens, tgt_tokens = tokenize_pairs(pairs)
-    src = [truncate_pad(src_vocab[s] + [src_vocab.eos], num_steps, src_vocab.pad) for s in src_tokens]
+    src, src_valid_len = source_array([src for src, _ in pairs], src_vocab, num_steps)
+    tgt_tokens = [tokenize(tgt) for _, tgt in pairs]
     tgt_in = [truncate_pad([tgt_vocab.bos] + tgt_vocab[t], num_steps, tgt_vocab.pad) for t in tgt_tokens]
     tgt_out = [truncate_pad(tgt_vocab[t] + [tgt_vocab.eos], num_steps, tgt_vocab.pad) for t in tgt_tokens]
-    src_array = torch.tensor(src, dtype=torch.long).reshape(len(pairs), num_steps)
-    src_valid_len = (src_array != src_vocab.pad).sum(dim=1)
-    return (src_array, src_valid_len, torch.tensor(tgt_in, dtype=torch.long).reshape(len(pairs), num_steps),
+    return (src, src_valid_len, torch.tensor(tgt_in, dtype=torch.long).reshape(len(pairs), num_steps),
             torch.tensor(tgt_out, dtype=torch.long).reshape(len(pairs), num_steps))
 
 
