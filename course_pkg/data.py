@@ -22,11 +22,11 @@ import os
 import pathlib
 import random
 import tempfile
+import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
 from dataclasses import dataclass
-from functools import partial
 from typing import Iterable, NamedTuple, Sequence
 
 import torch
@@ -111,8 +111,8 @@ _NOUNS: tuple[tuple[str, str, str], ...] = (
 )
 
 # Adjectives: (english, french, classes of nouns they describe). Whether French puts one before
-# or after the noun is pyrealb's business (its lexicon marks "petit", "vieux", ... as preposed);
-# English order is size/age before colour, so an NP takes at most one of each.
+# or after the noun is pyrealb's business (its lexicon marks "petit", "vieux", ... as preposed).
+# English puts size/age before colour or state, so an NP takes at most one adjective of each list.
 _SIZE_AGE_ADJECTIVES: tuple[tuple[str, str, frozenset[str]], ...] = (
     ("small", "petit", frozenset({"animal", "object", "large", "place"})),
     ("big", "grand", frozenset({"animal", "object", "large", "place"})),
@@ -131,6 +131,8 @@ _QUALITY_ADJECTIVES: tuple[tuple[str, str, frozenset[str]], ...] = (
 
 # Verbs: (english, french, classes of subjects, classes of objects). Subjects are people or
 # animals; pronoun objects (me, him, ...) are allowed when "person" is among the object classes.
+# A class set may also name single nouns ("book"), for verbs as narrow as "read". Verbs starting
+# with a consonant keep French small: "aider" would add "j'aide", "n'aide", "l'aide", "m'aide", ...
 _TRANSITIVE_VERBS: tuple[tuple[str, str, frozenset[str], frozenset[str]], ...] = (
     ("see", "voir", frozenset({"person", "animal"}),
      frozenset({"person", "animal", "food", "object", "large", "place"})),
@@ -144,7 +146,6 @@ _TRANSITIVE_VERBS: tuple[tuple[str, str, frozenset[str], frozenset[str]], ...] =
     ("take", "prendre", frozenset({"person"}), frozenset({"food", "object"})),
     ("read", "lire", frozenset({"person"}), frozenset({"book", "letter", "newspaper"})),
 )
-# Object classes may also name single nouns ("book"), for verbs as narrow as "read".
 
 _DITRANSITIVE_VERBS: tuple[tuple[str, str], ...] = (("give", "donner"),)
 # Motion verbs take "être" in the passé composé, so their participle agrees with the subject.
@@ -187,6 +188,8 @@ _PERSONS = (_Person(1, "s"), _Person(2, "p"), _Person(3, "s", "m"), _Person(3, "
 
 @dataclass(frozen=True)
 class _NounPhrase:
+    """The meaning of a noun phrase: "my small red cars" / "mes petites voitures rouges"."""
+
     noun: tuple[str, str, str]
     number: str  # "s" or "p"
     determiner: str  # "the", "a", "this" or "possessive"
@@ -196,6 +199,8 @@ class _NounPhrase:
 
 @dataclass(frozen=True)
 class _Clause:
+    """The meaning of a sentence, independent of the language it is written in."""
+
     kind: str  # transitive, ditransitive, motion, activity, copula
     subject: _Person | _NounPhrase
     verb: tuple[str, str]  # (english lemma, french lemma)
@@ -262,7 +267,7 @@ def _sample_clause(rng: random.Random) -> _Clause:
             obj = _sample_noun_phrase(rng, object_classes)
         fields.update(subject=subject, verb=(en, fr), obj=obj)
         if rng.random() < 0.3:
-            prep_en, prep_fr, place_classes = rng.choice(_PLACE_PREPOSITIONS[:5])
+            prep_en, prep_fr, place_classes = rng.choice([p for p in _PLACE_PREPOSITIONS if p[0] != "with"])
             fields.update(preposition=(prep_en, prep_fr), place=_sample_noun_phrase(rng, place_classes))
     elif kind == "ditransitive":
         subject = _sample_subject(rng, frozenset({"person"}))
@@ -416,7 +421,6 @@ def _realize_all(clauses: Sequence[_Clause], lang: str) -> list[str]:
         pyrealb.load(previous)
 
 
-@functools.lru_cache(maxsize=8)
 def english_french_corpus(seed: int = 0, num_pairs: int = 8000) -> tuple[list[Pair], list[Pair], list[Pair]]:
     """A synthetic English–French corpus, split 80/10/10 into train, validation and test.
 
@@ -425,20 +429,26 @@ def english_french_corpus(seed: int = 0, num_pairs: int = 8000) -> tuple[list[Pa
     past and future, negation, yes/no questions, prepositional phrases, pronoun objects) and
     written in both languages by pyrealb. Each English sentence has exactly one French
     translation: "you" is always "vous", "they" always "ils", "I" and "we" are masculine.
-    The result is cached per (seed, num_pairs); the lists are shared, so do not mutate them.
+    Generation takes a few seconds; it is cached per (seed, num_pairs) and every call returns
+    fresh lists, so changing them does not change the next call's result.
 
     Args:
         seed: seed of the random grammar.
         num_pairs: number of distinct pairs in all (at least 10).
     Returns:
         (train, validation, test): lists of (english, french) strings in the normal form of
-        :func:`preprocess_nmt` (lower case, tokens separated by single spaces); no pair is in two
-        splits.
+        :func:`preprocess_nmt` (lower case, tokens separated by single spaces); no pair and no
+        English sentence is in two splits.
     Raises:
         ValueError: if num_pairs < 10, or the grammar cannot produce that many distinct pairs.
     """
     if num_pairs < 10:
         raise ValueError(f"num_pairs must be >= 10, got {num_pairs}")
+    return tuple(list(split) for split in _generate_corpus(seed, num_pairs))
+
+
+@functools.lru_cache(maxsize=8)
+def _generate_corpus(seed: int, num_pairs: int) -> tuple[tuple[Pair, ...], tuple[Pair, ...], tuple[Pair, ...]]:
     rng = random.Random(seed)
     seen_clauses: set[_Clause] = set()
     pairs: list[Pair] = []
@@ -464,7 +474,7 @@ def english_french_corpus(seed: int = 0, num_pairs: int = 8000) -> tuple[list[Pa
         raise ValueError(f"the grammar gave only {len(pairs)} distinct pairs, fewer than num_pairs={num_pairs}")
     # Sampling order is already random; cutting it keeps the split a function of the seed.
     num_train, num_val = int(0.8 * num_pairs), int(0.1 * num_pairs)
-    return pairs[:num_train], pairs[num_train:num_train + num_val], pairs[num_train + num_val:]
+    return tuple(pairs[:num_train]), tuple(pairs[num_train:num_train + num_val]), tuple(pairs[num_train + num_val:])
 
 
 def corpus_stats(pairs: Sequence[Pair]) -> dict:
@@ -560,6 +570,17 @@ def _write_atomically(target: pathlib.Path, chunks: Iterable[bytes], sha1: str |
         raise
 
 
+def _checked_chunks(response) -> Iterable[bytes]:
+    """The body of an HTTP response in blocks, refusing one shorter than its Content-Length."""
+    expected = response.headers.get("Content-Length")
+    received = 0
+    for chunk in iter(lambda: response.read(1 << 20), b""):
+        received += len(chunk)
+        yield chunk
+    if expected is not None and received != int(expected):
+        raise urllib.error.ContentTooShortError(f"download cut short: {received} of {expected} bytes", None)
+
+
 def download_fra_eng(cache_dir: str | os.PathLike, url: str = FRA_ENG_URL, sha1: str = FRA_ENG_SHA1,
                      timeout: float = 30) -> pathlib.Path:
     """Download (once) and extract d2l's English–French zip; return the path of ``fra-eng/fra.txt``.
@@ -577,7 +598,7 @@ def download_fra_eng(cache_dir: str | os.PathLike, url: str = FRA_ENG_URL, sha1:
         Path of the extracted ``<cache_dir>/fra-eng/fra.txt``.
     Raises:
         ValueError: if the downloaded file's sha1 differs from sha1 (nothing is kept).
-        urllib.error.URLError, OSError: if the download fails (nothing is kept).
+        urllib.error.URLError, OSError: if the download fails or is cut short (nothing is kept).
         KeyError: if the zip holds no ``fra-eng/fra.txt``.
     """
     cache_dir = pathlib.Path(cache_dir)
@@ -589,7 +610,7 @@ def download_fra_eng(cache_dir: str | os.PathLike, url: str = FRA_ENG_URL, sha1:
             return text_path
     else:
         with urllib.request.urlopen(url, timeout=timeout) as response:
-            _write_atomically(zip_path, iter(lambda: response.read(1 << 20), b""), sha1=sha1)
+            _write_atomically(zip_path, _checked_chunks(response), sha1=sha1)
     text_path.parent.mkdir(exist_ok=True)
     with zipfile.ZipFile(zip_path) as archive, archive.open("fra-eng/fra.txt") as member:
         _write_atomically(text_path, iter(lambda: member.read(1 << 20), b""))
@@ -777,7 +798,7 @@ def translation_dataloaders(splits: Sequence[Sequence[Pair]], batch_size: int, n
     device = torch.device("cpu") if device is None else torch.device(device)
     src_tokens, tgt_tokens = tokenize_pairs(splits[0])
     src_vocab, tgt_vocab = Vocab(src_tokens, min_freq=min_freq), Vocab(tgt_tokens, min_freq=min_freq)
-    to_device = partial(_batch_to_device, device=device)
+    to_device = functools.partial(_batch_to_device, device=device)
     loaders = []
     for i, pairs in enumerate(splits):
         dataset = TensorDataset(*build_arrays(pairs, src_vocab, tgt_vocab, num_steps))

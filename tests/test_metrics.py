@@ -97,7 +97,7 @@ def _imperfect(tokens: list[str], rng: random.Random, vocabulary: list[str]) -> 
 
 @pytest.mark.parametrize("seed", range(5))
 def test_corpus_bleu_matches_sacrebleu_on_imperfect_translations(seed):
-    _, _, test = english_french_corpus.__wrapped__(seed, num_pairs=300)
+    _, _, test = english_french_corpus(seed, num_pairs=300)
     references = [tgt.split() for _, tgt in test]
     vocabulary = sorted({t for r in references for t in r})
     rng = random.Random(seed)
