@@ -26,6 +26,8 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from course_pkg.seq2seq import EncoderDecoder, Seq2SeqAttentionDecoder, Seq2SeqDecoder, Seq2SeqEncoder
+
 # ----------------------------------------------------------------------------- the chapters' settings
 
 
@@ -53,6 +55,20 @@ class Seq2SeqSettings:
 
 
 SETTINGS = Seq2SeqSettings()
+
+
+def seq2seq_model(attention: bool, src_vocab_size: int, tgt_vocab_size: int, settings: Seq2SeqSettings = SETTINGS) -> EncoderDecoder:
+    """The chapters' GRU encoder–decoder, with a plain or a Bahdanau-attention decoder.
+
+    Args:
+        attention: use :class:`Seq2SeqAttentionDecoder` (else :class:`Seq2SeqDecoder`).
+        src_vocab_size, tgt_vocab_size: V of each language. settings: sizes and dropout.
+    Returns:
+        A freshly initialised ``EncoderDecoder`` on the CPU (seed torch first for repeatable weights).
+    """
+    sizes = (settings.embed_size, settings.num_hiddens, settings.num_layers, settings.dropout)
+    decoder_class = Seq2SeqAttentionDecoder if attention else Seq2SeqDecoder
+    return EncoderDecoder(Seq2SeqEncoder(src_vocab_size, *sizes), decoder_class(tgt_vocab_size, *sizes))
 
 # ----------------------------------------------------------------------------- the loss
 

@@ -264,3 +264,28 @@ def test_beam_refuses_bad_settings(kwargs, words):
     if "num_steps" in kwargs:
         with pytest.raises(ValueError, match=words):
             greedy_decode(gru_model(False), src, valid_lens, BOS, EOS, kwargs["num_steps"])
+
+
+# ----------------------------------------------------------------------------- translate
+
+
+def test_translate_runs_the_pipeline_from_strings():
+    from course_pkg.data import Vocab, build_arrays, tokenize_pairs
+    from course_pkg.decode import translate
+
+    pairs = [("i see the cat .", "je vois le chat ."), ("the dog sleeps .", "le chien dort ."), ("we read .", "nous lisons .")]
+    src_tokens, tgt_tokens = tokenize_pairs(pairs)
+    src_vocab, tgt_vocab = Vocab(src_tokens), Vocab(tgt_tokens)
+    torch.manual_seed(0)
+    model = EncoderDecoder(
+        Seq2SeqEncoder(len(src_vocab), 6, 12, 1), Seq2SeqAttentionDecoder(len(tgt_vocab), 6, 12, 1)
+    )
+    src, src_valid_len, _, _ = build_arrays(pairs, src_vocab, tgt_vocab, num_steps=6)
+    sentences = [en for en, _ in pairs]
+    for beam_size in (1, 2):
+        if beam_size == 1:
+            tokens, _ = greedy_decode(model, src, src_valid_len, tgt_vocab.bos, tgt_vocab.eos, 6)
+        else:
+            tokens = beam_search(model, src, src_valid_len, tgt_vocab.bos, tgt_vocab.eos, 6, beam_size)
+        expected = [[tgt_vocab.idx_to_token[i] for i in cut_at_eos(row, tgt_vocab.eos)] for row in tokens.tolist()]
+        assert translate(model, sentences, src_vocab, tgt_vocab, 6, beam_size=beam_size) == expected
