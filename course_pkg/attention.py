@@ -284,22 +284,24 @@ def fused_attention(
     """Scaled dot-product attention through ``F.scaled_dot_product_attention``, same masks as ours.
 
     Args:
-        queries: (B, Q, d).
-        keys: (B, K, d).
-        values: (B, K, d_v).
-        valid_lens: None, (B,) or (B, Q).
+        queries: (B, Q, d) or (B, H, Q, d) (heads kept as their own axis).
+        keys: (B, K, d) or (B, H, K, d).
+        values: (B, K, d_v) or (B, H, K, d_v).
+        valid_lens: None, (B,) or (B, Q); the same lengths serve every head.
         causal: hide later keys.
         dropout_p: dropout on the weights (0 in eval).
     Returns:
-        (B, Q, d_v); a query with no valid key gets zeros, as in :func:`masked_softmax`.
+        (B, Q, d_v) or (B, H, Q, d_v); a query with no valid key gets zeros, as in :func:`masked_softmax`.
     """
-    num_queries, num_keys = queries.shape[1], keys.shape[1]
+    num_queries, num_keys = queries.shape[-2], keys.shape[-2]
     if valid_lens is None and (not causal or num_queries == num_keys):
         # No explicit mask lets torch pick its fastest kernel.
         return F.scaled_dot_product_attention(queries, keys, values, dropout_p=dropout_p, is_causal=causal)
     mask = attention_mask(valid_lens, num_queries, num_keys, causal, queries.device)
     mask = mask.expand(queries.shape[0], num_queries, num_keys)
     has_any = mask.any(dim=-1, keepdim=True)  # (B, Q, 1)
+    if queries.dim() == 4:
+        mask, has_any = mask[:, None], has_any[:, None]  # broadcast over the heads
     # A row with nothing valid would make the fused kernel return NaN: let it see everything,
     # then zero its output.
     out = F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask | ~has_any, dropout_p=dropout_p)
@@ -462,12 +464,27 @@ class MultiHeadAttention(nn.Module):
         batch_size, num_queries = queries.shape[:2]
         _check_valid_lens(valid_lens, batch_size, num_queries, keys.shape[1])
         heads = self.num_heads
+        if not need_weights:
+            # Fused path: heads as a view (B, H, T, D/H), no copies; this is what makes it as fast
+            # as torch.nn.MultiheadAttention (bench/attention.py).
+            def split(X: torch.Tensor) -> torch.Tensor:
+                return X.view(batch_size, X.shape[1], heads, -1).transpose(1, 2)
+
+            output = fused_attention(
+                split(self.W_q(queries)),
+                split(self.W_k(keys)),
+                split(self.W_v(values)),
+                valid_lens,
+                causal,
+                self.attention.dropout.p if self.training else 0.0,
+            )  # (B, H, Q, D/H)
+            self.attention_weights = self.attention.attention_weights = None
+            return self.W_o(output.transpose(1, 2).reshape(batch_size, num_queries, self.num_hiddens))
         queries = transpose_qkv(self.W_q(queries), heads)  # (B*H, Q, D/H)
         keys = transpose_qkv(self.W_k(keys), heads)  # (B*H, K, D/H)
         values = transpose_qkv(self.W_v(values), heads)  # (B*H, K, D/H)
         if valid_lens is not None:
             valid_lens = torch.repeat_interleave(valid_lens, repeats=heads, dim=0)  # (B*H,) or (B*H, Q)
-        output = self.attention(queries, keys, values, valid_lens, causal=causal, need_weights=need_weights)
-        weights = self.attention.attention_weights
-        self.attention_weights = None if weights is None else weights.reshape(batch_size, heads, num_queries, -1)
+        output = self.attention(queries, keys, values, valid_lens, causal=causal)
+        self.attention_weights = self.attention.attention_weights.reshape(batch_size, heads, num_queries, -1)
         return self.W_o(transpose_output(output, heads))  # (B, Q, D)

@@ -11,13 +11,15 @@ import torch
 from torch import nn
 
 
-def _check_input(X: torch.Tensor, num_hiddens: int, max_len: int) -> None:
+def _check_input(X: torch.Tensor, num_hiddens: int, max_len: int, offset: int) -> None:
     if not isinstance(X, torch.Tensor):
         raise TypeError(f"X must be a torch.Tensor of shape (B, T, {num_hiddens}), got {type(X).__name__}")
     if X.dim() != 3 or X.shape[-1] != num_hiddens:
         raise ValueError(f"X must have shape (B, T, {num_hiddens}), got {tuple(X.shape)}")
-    if X.shape[1] > max_len:
-        raise ValueError(f"X has T={X.shape[1]} steps, more than max_len={max_len}")
+    if offset < 0:
+        raise ValueError(f"offset must be >= 0, got {offset}")
+    if offset + X.shape[1] > max_len:
+        raise ValueError(f"offset + T = {offset} + {X.shape[1]} positions, more than max_len={max_len}")
 
 
 def sinusoidal_table(max_len: int, num_hiddens: int) -> torch.Tensor:
@@ -63,7 +65,7 @@ class PositionalEncoding(nn.Module):
 
     def forward(self, X: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """X (B, T, D) -> (B, T, D); positions start at ``offset`` (for step-by-step decoding)."""
-        _check_input(X, self.num_hiddens, self.max_len - offset)
+        _check_input(X, self.num_hiddens, self.max_len, offset)
         return self.dropout(X + self.P[:, offset : offset + X.shape[1]].to(X.dtype))
 
 
@@ -86,6 +88,6 @@ class LearnedPositionalEncoding(nn.Module):
 
     def forward(self, X: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """X (B, T, D) -> (B, T, D); positions start at ``offset``."""
-        _check_input(X, self.num_hiddens, self.max_len - offset)
+        _check_input(X, self.num_hiddens, self.max_len, offset)
         positions = torch.arange(offset, offset + X.shape[1], device=X.device)
         return self.dropout(X + self.embedding(positions)[None].to(X.dtype))

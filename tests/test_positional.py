@@ -78,3 +78,11 @@ def test_bad_input():
         module(torch.zeros(1, 6, 8))
     with pytest.raises(TypeError, match="X must be a torch.Tensor"):
         LearnedPositionalEncoding(8, 0.0)([[0.0] * 8])
+
+
+def test_bad_offset():
+    for module in (PositionalEncoding(8, 0.0, max_len=10), LearnedPositionalEncoding(8, 0.0, max_len=10)):
+        with pytest.raises(ValueError, match="offset must be >= 0"):
+            module(torch.zeros(1, 1, 8), offset=-1)
+        with pytest.raises(ValueError, match=r"offset \+ T = 7 \+ 5 positions, more than max_len=10"):
+            module(torch.zeros(1, 5, 8), offset=7)
