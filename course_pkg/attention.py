@@ -463,6 +463,31 @@ class MultiHeadAttention(nn.Module):
         _check_last_dim("values", values, self.value_size, "(B, K, value_size)")
         batch_size, num_queries = queries.shape[:2]
         _check_valid_lens(valid_lens, batch_size, num_queries, keys.shape[1])
+        return self.attend_projected(
+            queries, self.W_k(keys), self.W_v(values), valid_lens, causal=causal, need_weights=need_weights
+        )
+
+    def attend_projected(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        valid_lens: torch.Tensor | None = None,
+        *,
+        causal: bool = False,
+        need_weights: bool = True,
+    ) -> torch.Tensor:
+        """The forward pass after W_k and W_v: what a decoder calls when it caches projected keys/values.
+
+        Args:
+            queries: (B, Q, query_size), not yet projected.
+            keys: (B, K, D), already W_k k.
+            values: (B, K, D), already W_v v.
+            valid_lens, causal, need_weights: as in :meth:`forward` (not checked again here).
+        Returns:
+            (B, Q, D).
+        """
+        batch_size, num_queries = queries.shape[:2]
         heads = self.num_heads
         if not need_weights:
             # Fused path: heads as a view (B, H, T, D/H), no copies; this is what makes it as fast
@@ -472,8 +497,8 @@ class MultiHeadAttention(nn.Module):
 
             output = fused_attention(
                 split(self.W_q(queries)),
-                split(self.W_k(keys)),
-                split(self.W_v(values)),
+                split(keys),
+                split(values),
                 valid_lens,
                 causal,
                 self.attention.dropout.p if self.training else 0.0,
@@ -481,8 +506,8 @@ class MultiHeadAttention(nn.Module):
             self.attention_weights = self.attention.attention_weights = None
             return self.W_o(output.transpose(1, 2).reshape(batch_size, num_queries, self.num_hiddens))
         queries = transpose_qkv(self.W_q(queries), heads)  # (B*H, Q, D/H)
-        keys = transpose_qkv(self.W_k(keys), heads)  # (B*H, K, D/H)
-        values = transpose_qkv(self.W_v(values), heads)  # (B*H, K, D/H)
+        keys = transpose_qkv(keys, heads)  # (B*H, K, D/H)
+        values = transpose_qkv(values, heads)  # (B*H, K, D/H)
         if valid_lens is not None:
             valid_lens = torch.repeat_interleave(valid_lens, repeats=heads, dim=0)  # (B*H,) or (B*H, Q)
         output = self.attention(queries, keys, values, valid_lens, causal=causal)

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from course_pkg.attention import MultiHeadAttention, transpose_output, transpose_qkv
+from course_pkg.attention import MultiHeadAttention
 from course_pkg.positional import PositionalEncoding
 from course_pkg.seq2seq import Decoder, Encoder, EncoderDecoder
 
@@ -104,41 +104,6 @@ class AddNorm(nn.Module):
         if X.shape != Y.shape:
             raise ValueError(f"X and Y must have the same shape, got {tuple(X.shape)} and {tuple(Y.shape)}")
         return self.ln(X + self.dropout(Y))
-
-
-def attend_projected(
-    attention: MultiHeadAttention,
-    queries: torch.Tensor,
-    keys: torch.Tensor,
-    values: torch.Tensor,
-    valid_lens: torch.Tensor | None = None,
-    *,
-    causal: bool = False,
-    need_weights: bool = True,
-) -> torch.Tensor:
-    """``attention(queries, K, V, ...)`` for keys and values already projected by its W_k and W_v.
-
-    The second half of :class:`MultiHeadAttention`'s forward, so that a decoder can project each
-    position's key and value once and keep them (the key/value cache). Sets
-    ``attention.attention_weights`` as its forward does.
-
-    Args:
-        attention: the layer whose W_q, W_o and heads are used.
-        queries: (B, Q, query_size), not yet projected. keys, values: (B, K, D), i.e. W_k k and W_v v.
-        valid_lens: None or (B,) numbers of valid keys. causal, need_weights: as in the layer's forward.
-    Returns:
-        (B, Q, D).
-    """
-    heads = attention.num_heads
-    batch_size, num_queries = queries.shape[:2]
-    queries = transpose_qkv(attention.W_q(queries), heads)  # (B*H, Q, D/H)
-    keys, values = transpose_qkv(keys, heads), transpose_qkv(values, heads)  # (B*H, K, D/H)
-    if valid_lens is not None:
-        valid_lens = torch.repeat_interleave(valid_lens, repeats=heads, dim=0)  # (B*H,)
-    output = attention.attention(queries, keys, values, valid_lens, causal=causal, need_weights=need_weights)
-    weights = attention.attention.attention_weights
-    attention.attention_weights = None if weights is None else weights.reshape(batch_size, heads, num_queries, -1)
-    return attention.W_o(transpose_output(output, heads))  # (B, Q, D)
 
 
 # ----------------------------------------------------------------------------- encoder
@@ -280,9 +245,9 @@ class TransformerDecoderBlock(nn.Module):
         else:
             past_keys, past_values, enc_keys, enc_values = cache
             keys, values = torch.cat([past_keys, keys], dim=1), torch.cat([past_values, values], dim=1)  # (B, k, D)
-        X2 = attend_projected(self.attention1, X, keys, values, tgt_valid_lens, causal=True, need_weights=need_weights)
+        X2 = self.attention1.attend_projected(X, keys, values, tgt_valid_lens, causal=True, need_weights=need_weights)
         Y = self.addnorm1(X, X2)
-        Y2 = attend_projected(self.attention2, Y, enc_keys, enc_values, enc_valid_lens, need_weights=need_weights)
+        Y2 = self.attention2.attend_projected(Y, enc_keys, enc_values, enc_valid_lens, need_weights=need_weights)
         Z = self.addnorm2(Y, Y2)
         caches = list(caches)  # a new list: the caller's state stays valid, so a search may branch from it
         caches[self.i] = (keys, values, enc_keys, enc_values)

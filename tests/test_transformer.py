@@ -30,7 +30,6 @@ from course_pkg.transformer import (
     TransformerDecoderBlock,
     TransformerEncoder,
     TransformerEncoderBlock,
-    attend_projected,
 )
 
 F64 = torch.float64
@@ -72,19 +71,6 @@ def test_add_norm_is_layer_norm_of_the_residual_sum_and_drops_out_only_the_subla
     # In training with heavy dropout, Y = 0 leaves X untouched: dropout is on Y, not on X.
     noisy = AddNorm(6, dropout=0.9).train()
     torch.testing.assert_close(noisy(X, torch.zeros_like(X)), F.layer_norm(X, (6,)))
-
-
-def test_attend_projected_equals_multi_head_attention_forward():
-    torch.manual_seed(0)
-    attention = MultiHeadAttention(D, H, bias=True).double()
-    queries, keys = torch.randn(2, 3, D, dtype=F64), torch.randn(2, 5, D, dtype=F64)
-    lens = torch.tensor([5, 2])
-    for causal in (False, True):
-        expected = attention(queries, keys, keys, lens, causal=causal)
-        expected_weights = attention.attention_weights
-        got = attend_projected(attention, queries, attention.W_k(keys), attention.W_v(keys), lens, causal=causal)
-        torch.testing.assert_close(got, expected, atol=1e-12, rtol=0)
-        torch.testing.assert_close(attention.attention_weights, expected_weights, atol=1e-12, rtol=0)
 
 
 # ----------------------------------------------------------------------------- shapes
