@@ -1,0 +1,118 @@
+"""Every nn.Module in course_pkg runs forward and backward on cpu, meta and (when present) cuda.
+
+The list of modules is discovered from the package, and the test fails if a module has no entry
+in FORWARDS: a new layer cannot slip in untested on the data-less ``meta`` device, which is what
+catches a tensor created on the CPU inside a module (it would fail to mix with meta tensors).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+
+import pytest
+import torch
+from torch import nn
+
+import course_pkg
+from course_pkg import attention, kernel_regression, positional, seq2seq, transformer
+
+ABSTRACT = {seq2seq.Encoder, seq2seq.Decoder}
+
+
+def _all_module_classes() -> set[type]:
+    found = set()
+    for info in pkgutil.iter_modules(course_pkg.__path__):
+        module = importlib.import_module(f"course_pkg.{info.name}")
+        for _, obj in inspect.getmembers(module, inspect.isclass):
+            if issubclass(obj, nn.Module) and obj.__module__ == module.__name__:
+                found.add(obj)
+    return found - ABSTRACT
+
+
+def _tokens(device, batch=2, steps=5, vocab=11):
+    return torch.randint(0, vocab, (batch, steps)).to(device)  # ids drawn on the CPU: meta has no RNG data
+
+
+def _x(device, *shape):
+    return torch.randn(*shape, device=device, requires_grad=True)
+
+
+def _lens(device, *values):
+    return torch.tensor(values, device=device)
+
+
+def _seq2seq(decoder_cls):
+    def run(device):
+        model = seq2seq.EncoderDecoder(
+            seq2seq.Seq2SeqEncoder(11, 6, 8, 2, 0.1), decoder_cls(13, 6, 8, 2, 0.1)
+        ).to(device)
+        return model(_tokens(device), _tokens(device, vocab=13), _lens(device, 5, 3))
+
+    return run
+
+
+def _decoder_block(device):
+    block = transformer.TransformerDecoderBlock(8, 16, 2, 0.1, 0).to(device)
+    state = [_x(device, 2, 4, 8), _lens(device, 4, 2), [None], 0]
+    return block(_x(device, 2, 3, 8), state)[0]
+
+
+def _transformer_decoder(device):
+    decoder = transformer.TransformerDecoder(13, 8, 16, 2, 2, 0.1).to(device)
+    state = decoder.init_state(_x(device, 2, 4, 8), _lens(device, 4, 1))
+    return decoder(_tokens(device, vocab=13), state)[0]
+
+
+FORWARDS = {
+    attention.AdditiveAttention: lambda d: attention.AdditiveAttention(5, 0.1, query_size=3, key_size=4).to(d)(
+        _x(d, 2, 3, 3), _x(d, 2, 6, 4), _x(d, 2, 6, 2), _lens(d, 6, 2)
+    ),
+    attention.DotProductAttention: lambda d: attention.DotProductAttention(0.1).to(d)(
+        _x(d, 2, 3, 4), _x(d, 2, 6, 4), _x(d, 2, 6, 2), _lens(d, 6, 0)
+    ),
+    attention.LuongAttention: lambda d: attention.LuongAttention("general", 3, 4).to(d)(
+        _x(d, 2, 3, 3), _x(d, 2, 6, 4), _x(d, 2, 6, 2), _lens(d, 6, 2)
+    ),
+    attention.MultiHeadAttention: lambda d: attention.MultiHeadAttention(8, 2, 0.1).to(d)(
+        _x(d, 2, 3, 8), _x(d, 2, 6, 8), _x(d, 2, 6, 8), _lens(d, 6, 2), need_weights=False
+    ),
+    positional.PositionalEncoding: lambda d: positional.PositionalEncoding(8, 0.1).to(d)(_x(d, 2, 5, 8)),
+    positional.LearnedPositionalEncoding: lambda d: positional.LearnedPositionalEncoding(8, 0.1).to(d)(
+        _x(d, 2, 5, 8)
+    ),
+    kernel_regression.NWKernelRegression: lambda d: kernel_regression.NWKernelRegression(0.5).to(d)(
+        _x(d, 4), _x(d, 7), _x(d, 7)
+    ),
+    seq2seq.EncoderDecoder: _seq2seq(seq2seq.Seq2SeqDecoder),
+    seq2seq.Seq2SeqEncoder: lambda d: seq2seq.Seq2SeqEncoder(11, 6, 8, 2, 0.1).to(d)(_tokens(d))[0],
+    seq2seq.Seq2SeqDecoder: _seq2seq(seq2seq.Seq2SeqDecoder),
+    seq2seq.Seq2SeqAttentionDecoder: _seq2seq(seq2seq.Seq2SeqAttentionDecoder),
+    transformer.PositionWiseFFN: lambda d: transformer.PositionWiseFFN(16, 8).to(d)(_x(d, 2, 5, 8)),
+    transformer.AddNorm: lambda d: transformer.AddNorm(8, 0.1).to(d)(_x(d, 2, 5, 8), _x(d, 2, 5, 8)),
+    transformer.TransformerEncoderBlock: lambda d: transformer.TransformerEncoderBlock(8, 16, 2, 0.1).to(d)(
+        _x(d, 2, 5, 8), _lens(d, 5, 2)
+    ),
+    transformer.TransformerEncoder: lambda d: transformer.TransformerEncoder(11, 8, 16, 2, 2, 0.1).to(d)(
+        _tokens(d), _lens(d, 5, 2)
+    ),
+    transformer.TransformerDecoderBlock: _decoder_block,
+    transformer.TransformerDecoder: _transformer_decoder,
+    transformer.Transformer: lambda d: transformer.Transformer(11, 13, 8, 16, 2, 2, 0.1).to(d)(
+        _tokens(d), _tokens(d, vocab=13), _lens(d, 5, 3)
+    ),
+}
+
+
+def test_every_module_has_a_device_check():
+    missing = {cls.__qualname__ for cls in _all_module_classes()} - {cls.__qualname__ for cls in FORWARDS}
+    assert not missing, f"add these modules to FORWARDS: {sorted(missing)}"
+
+
+@pytest.mark.parametrize("cls", list(FORWARDS), ids=lambda cls: cls.__qualname__)
+def test_forward_and_backward_on_device(cls, device):
+    torch.manual_seed(0)
+    output = FORWARDS[cls](device)
+    assert output.device.type == device.type
+    output.float().sum().backward()
