@@ -365,6 +365,10 @@ class Transformer(EncoderDecoder):
         src_vocab_size, tgt_vocab_size: source and target V. num_hiddens: D. ffn_num_hiddens: FFN
         width. num_heads: H. num_blks: blocks in each stack. dropout: everywhere.
         use_bias: biases in attention. max_len: longest source and target accepted.
+    Attributes:
+        need_weights: what :meth:`forward` does when not told: True keeps the attention weights
+            (explicit path); False takes the fused path. A training loop that calls
+            ``model(src, tgt_in, src_valid_len)`` never reads the weights, so set it to False there.
     """
 
     def __init__(
@@ -385,6 +389,7 @@ class Transformer(EncoderDecoder):
             TransformerEncoder(src_vocab_size, *sizes, max_len=max_len),
             TransformerDecoder(tgt_vocab_size, *sizes, max_len=max_len),
         )
+        self.need_weights = True
 
     def forward(
         self,
@@ -393,9 +398,14 @@ class Transformer(EncoderDecoder):
         enc_valid_lens: torch.Tensor | None = None,
         *,
         tgt_valid_lens: torch.Tensor | None = None,
-        need_weights: bool = True,
+        need_weights: bool | None = None,
     ) -> torch.Tensor:
-        """enc_X (B, T) and dec_X (B, t) ids, enc_valid_lens and tgt_valid_lens None or (B,) -> (B, t, V) scores."""
+        """enc_X (B, T) and dec_X (B, t) ids, enc_valid_lens and tgt_valid_lens None or (B,) -> (B, t, V) scores.
+
+        need_weights: as in the encoder and decoder; None means the model's ``need_weights`` attribute.
+        """
+        if need_weights is None:
+            need_weights = self.need_weights
         enc_outputs = self.encoder(enc_X, enc_valid_lens, need_weights=need_weights)
         state = self.decoder.init_state(enc_outputs, enc_valid_lens)
         return self.decoder(dec_X, state, tgt_valid_lens=tgt_valid_lens, need_weights=need_weights)[0]

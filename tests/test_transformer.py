@@ -129,6 +129,21 @@ def test_model_output_shape_and_fused_path_agrees_with_explicit_one():
     torch.testing.assert_close(super(Transformer, model).forward(src, tgt, src_lens), model(src, tgt, src_lens))
 
 
+def test_need_weights_attribute_picks_the_path_of_a_call_without_the_keyword():
+    model = make_model(use_bias=True)
+    src, tgt, src_lens, _ = batch()
+    explicit = model(src, tgt, src_lens)
+    assert model.need_weights and all(w is not None for w in model.encoder.attention_weights)
+    model.need_weights = False  # what a training loop calling model(src, tgt_in, src_valid_len) sets
+    fused = model(src, tgt, src_lens)
+    torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)
+    assert model.encoder.attention_weights == [None] * N
+    assert model.decoder.attention_weights == [[None] * N, [None] * N]
+    # The keyword still wins over the attribute.
+    model(src, tgt, src_lens, need_weights=True)
+    assert all(w is not None for w in model.decoder.attention_weights[1])
+
+
 # ----------------------------------------------------------------------------- key/value cache
 
 
