@@ -25,35 +25,64 @@ from torch import nn
 # ----------------------------------------------------------------------------- input checks
 
 
-def _check_rank(name: str, tensor: torch.Tensor, rank: int, shape: str) -> None:
+def _check_rank(
+    name: str, tensor: torch.Tensor, rank: int, shape: str
+) -> None:
     if not isinstance(tensor, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of shape {shape}, got {type(tensor).__name__}")
+        raise TypeError(
+            f"{name} must be a torch.Tensor of shape {shape}, got {type(tensor).__name__}"
+        )
     if tensor.dim() != rank:
-        raise ValueError(f"{name} must have shape {shape}, got {tuple(tensor.shape)}")
+        raise ValueError(
+            f"{name} must have shape {shape}, got {tuple(tensor.shape)}"
+        )
 
 
-def _check_valid_lens(valid_lens: torch.Tensor | None, batch_size: int, num_queries: int, num_keys: int) -> None:
+def _check_valid_lens(
+    valid_lens: torch.Tensor | None,
+    batch_size: int,
+    num_queries: int,
+    num_keys: int,
+) -> None:
     """Refuse a valid_lens that cannot describe a (B, Q, K) score tensor (see module docstring)."""
     if valid_lens is None:
         return
     if not isinstance(valid_lens, torch.Tensor):
-        raise TypeError(f"valid_lens must be a torch.Tensor of shape (B,) or (B, Q), got {type(valid_lens).__name__}")
-    if valid_lens.dtype.is_floating_point or valid_lens.dtype.is_complex or valid_lens.dtype == torch.bool:
-        raise TypeError(f"valid_lens must hold integers, got dtype {valid_lens.dtype}")
+        raise TypeError(
+            f"valid_lens must be a torch.Tensor of shape (B,) or (B, Q), got {type(valid_lens).__name__}"
+        )
+    if (
+        valid_lens.dtype.is_floating_point
+        or valid_lens.dtype.is_complex
+        or valid_lens.dtype == torch.bool
+    ):
+        raise TypeError(
+            f"valid_lens must hold integers, got dtype {valid_lens.dtype}"
+        )
     expected = f"(B,)=({batch_size},) or (B, Q)=({batch_size}, {num_queries})"
     if valid_lens.dim() == 1:
         if valid_lens.shape[0] != batch_size:
-            raise ValueError(f"valid_lens must have shape {expected}, got {tuple(valid_lens.shape)}")
+            raise ValueError(
+                f"valid_lens must have shape {expected}, got {tuple(valid_lens.shape)}"
+            )
     elif valid_lens.dim() == 2:
         if tuple(valid_lens.shape) != (batch_size, num_queries):
-            raise ValueError(f"valid_lens must have shape {expected}, got {tuple(valid_lens.shape)}")
+            raise ValueError(
+                f"valid_lens must have shape {expected}, got {tuple(valid_lens.shape)}"
+            )
     else:
-        raise ValueError(f"valid_lens must have shape {expected}, got rank {valid_lens.dim()}")
+        raise ValueError(
+            f"valid_lens must have shape {expected}, got rank {valid_lens.dim()}"
+        )
     if valid_lens.device.type == "cpu" and valid_lens.numel() > 0:
         if int(valid_lens.min()) < 0:
-            raise ValueError(f"valid_lens must be >= 0, got minimum {int(valid_lens.min())}")
+            raise ValueError(
+                f"valid_lens must be >= 0, got minimum {int(valid_lens.min())}"
+            )
         if int(valid_lens.max()) > num_keys:
-            raise ValueError(f"valid_lens must be <= K={num_keys} (the number of keys), got {int(valid_lens.max())}")
+            raise ValueError(
+                f"valid_lens must be <= K={num_keys} (the number of keys), got {int(valid_lens.max())}"
+            )
 
 
 # ----------------------------------------------------------------------------- masks
@@ -71,13 +100,17 @@ def sequence_mask(valid_lens: torch.Tensor, max_len: int) -> torch.Tensor:
         ValueError: if valid_lens is not 1-D or 2-D.
     """
     if valid_lens.dim() not in (1, 2):
-        raise ValueError(f"valid_lens must have shape (B,) or (B, Q), got {tuple(valid_lens.shape)}")
+        raise ValueError(
+            f"valid_lens must have shape (B,) or (B, Q), got {tuple(valid_lens.shape)}"
+        )
     positions = torch.arange(max_len, device=valid_lens.device)
     lens = valid_lens[:, None] if valid_lens.dim() == 1 else valid_lens
     return positions < lens[..., None]  # (B, 1, K) or (B, Q, K)
 
 
-def causal_mask(num_queries: int, num_keys: int, device: torch.device | str | None = None) -> torch.Tensor:
+def causal_mask(
+    num_queries: int, num_keys: int, device: torch.device | str | None = None
+) -> torch.Tensor:
     """Boolean mask that lets query i see keys 0..i + (K - Q), i.e. never a later position.
 
     When Q < K (decoding one step with a cache of past keys) the queries are the *last* Q positions.
@@ -92,14 +125,22 @@ def causal_mask(num_queries: int, num_keys: int, device: torch.device | str | No
         ValueError: if K < Q.
     """
     if num_keys < num_queries:
-        raise ValueError(f"a causal mask needs K >= Q, got Q={num_queries}, K={num_keys}")
-    query_pos = torch.arange(num_queries, device=device)[:, None] + (num_keys - num_queries)
+        raise ValueError(
+            f"a causal mask needs K >= Q, got Q={num_queries}, K={num_keys}"
+        )
+    query_pos = torch.arange(num_queries, device=device)[:, None] + (
+        num_keys - num_queries
+    )
     key_pos = torch.arange(num_keys, device=device)[None, :]
     return (key_pos <= query_pos)[None]
 
 
 def attention_mask(
-    valid_lens: torch.Tensor | None, num_queries: int, num_keys: int, causal: bool, device: torch.device
+    valid_lens: torch.Tensor | None,
+    num_queries: int,
+    num_keys: int,
+    causal: bool,
+    device: torch.device,
 ) -> torch.Tensor | None:
     """Combine a padding mask and a causal mask (True = may attend); None when nothing is masked.
 
@@ -107,7 +148,9 @@ def attention_mask(
         None, or a bool tensor broadcastable to (B, Q, K).
     """
     if valid_lens is not None and valid_lens.device != device:
-        valid_lens = valid_lens.to(device)  # lengths are often kept on the CPU next to GPU scores
+        valid_lens = valid_lens.to(
+            device
+        )  # lengths are often kept on the CPU next to GPU scores
     mask = None if valid_lens is None else sequence_mask(valid_lens, num_keys)
     if causal:
         tri = causal_mask(num_queries, num_keys, device)
@@ -115,7 +158,11 @@ def attention_mask(
     return mask
 
 
-def masked_softmax(X: torch.Tensor, valid_lens: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
+def masked_softmax(
+    X: torch.Tensor,
+    valid_lens: torch.Tensor | None = None,
+    causal: bool = False,
+) -> torch.Tensor:
     """Softmax over the last axis that gives weight 0 to masked key positions.
 
     A row with no valid position returns all zeros (never NaN), so a padded query contributes nothing.
@@ -144,7 +191,9 @@ def masked_softmax(X: torch.Tensor, valid_lens: torch.Tensor | None = None, caus
 # ----------------------------------------------------------------------------- scoring functions
 
 
-def _check_qkv(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> None:
+def _check_qkv(
+    queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
+) -> None:
     _check_rank("queries", queries, 3, "(B, Q, d_q)")
     _check_rank("keys", keys, 3, "(B, K, d_k)")
     _check_rank("values", values, 3, "(B, K, d_v)")
@@ -159,9 +208,13 @@ def _check_qkv(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) 
         )
 
 
-def _check_last_dim(name: str, tensor: torch.Tensor, expected: int, shape: str) -> None:
+def _check_last_dim(
+    name: str, tensor: torch.Tensor, expected: int, shape: str
+) -> None:
     if tensor.shape[-1] != expected:
-        raise ValueError(f"{name} must have shape {shape} with last dim {expected}, got {tuple(tensor.shape)}")
+        raise ValueError(
+            f"{name} must have shape {shape} with last dim {expected}, got {tuple(tensor.shape)}"
+        )
 
 
 class AdditiveAttention(nn.Module):
@@ -176,7 +229,14 @@ class AdditiveAttention(nn.Module):
         attention_weights: (B, Q, K) weights of the last forward call.
     """
 
-    def __init__(self, num_hiddens: int, dropout: float, *, query_size: int | None = None, key_size: int | None = None):
+    def __init__(
+        self,
+        num_hiddens: int,
+        dropout: float,
+        *,
+        query_size: int | None = None,
+        key_size: int | None = None,
+    ):
         super().__init__()
         self.query_size = query_size or num_hiddens
         self.key_size = key_size or num_hiddens
@@ -206,10 +266,16 @@ class AdditiveAttention(nn.Module):
             ValueError/TypeError: on shapes that do not fit each other or the layer.
         """
         _check_qkv(queries, keys, values)
-        _check_last_dim("queries", queries, self.query_size, "(B, Q, query_size)")
+        _check_last_dim(
+            "queries", queries, self.query_size, "(B, Q, query_size)"
+        )
         _check_last_dim("keys", keys, self.key_size, "(B, K, key_size)")
-        _check_valid_lens(valid_lens, queries.shape[0], queries.shape[1], keys.shape[1])
-        features = torch.tanh(self.W_q(queries).unsqueeze(2) + self.W_k(keys).unsqueeze(1))  # (B, Q, K, h)
+        _check_valid_lens(
+            valid_lens, queries.shape[0], queries.shape[1], keys.shape[1]
+        )
+        features = torch.tanh(
+            self.W_q(queries).unsqueeze(2) + self.W_k(keys).unsqueeze(1)
+        )  # (B, Q, K, h)
         scores = self.w_v(features).squeeze(-1)  # (B, Q, K)
         self.attention_weights = masked_softmax(scores, valid_lens)
         return torch.bmm(self.dropout(self.attention_weights), values)
@@ -259,18 +325,31 @@ class DotProductAttention(nn.Module):
             ValueError/TypeError: on shapes that do not fit each other.
         """
         _check_qkv(queries, keys, values)
-        _check_last_dim("keys", keys, queries.shape[-1], "(B, K, d) with d that of queries")
+        _check_last_dim(
+            "keys", keys, queries.shape[-1], "(B, K, d) with d that of queries"
+        )
         batch_size, num_queries, d = queries.shape
         num_keys = keys.shape[1]
         _check_valid_lens(valid_lens, batch_size, num_queries, num_keys)
         if causal and num_keys < num_queries:
-            raise ValueError(f"causal attention needs K >= Q, got Q={num_queries}, K={num_keys}")
+            raise ValueError(
+                f"causal attention needs K >= Q, got Q={num_queries}, K={num_keys}"
+            )
         if need_weights:
-            scores = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(d)  # (B, Q, K)
+            scores = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(
+                d
+            )  # (B, Q, K)
             self.attention_weights = masked_softmax(scores, valid_lens, causal)
             return torch.bmm(self.dropout(self.attention_weights), values)
         self.attention_weights = None
-        return fused_attention(queries, keys, values, valid_lens, causal, self.dropout.p if self.training else 0.0)
+        return fused_attention(
+            queries,
+            keys,
+            values,
+            valid_lens,
+            causal,
+            self.dropout.p if self.training else 0.0,
+        )
 
 
 def fused_attention(
@@ -296,15 +375,24 @@ def fused_attention(
     num_queries, num_keys = queries.shape[-2], keys.shape[-2]
     if valid_lens is None and (not causal or num_queries == num_keys):
         # No explicit mask lets torch pick its fastest kernel.
-        return F.scaled_dot_product_attention(queries, keys, values, dropout_p=dropout_p, is_causal=causal)
-    mask = attention_mask(valid_lens, num_queries, num_keys, causal, queries.device)
+        return F.scaled_dot_product_attention(
+            queries, keys, values, dropout_p=dropout_p, is_causal=causal
+        )
+    mask = attention_mask(
+        valid_lens, num_queries, num_keys, causal, queries.device
+    )
     mask = mask.expand(queries.shape[0], num_queries, num_keys)
     has_any = mask.any(dim=-1, keepdim=True)  # (B, Q, 1)
     if queries.dim() == 4:
-        mask, has_any = mask[:, None], has_any[:, None]  # broadcast over the heads
+        mask, has_any = (
+            mask[:, None],
+            has_any[:, None],
+        )  # broadcast over the heads
     # A row with nothing valid would make the fused kernel return NaN: let it see everything,
     # then zero its output.
-    out = F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask | ~has_any, dropout_p=dropout_p)
+    out = F.scaled_dot_product_attention(
+        queries, keys, values, attn_mask=mask | ~has_any, dropout_p=dropout_p
+    )
     return out * has_any
 
 
@@ -323,13 +411,28 @@ class LuongAttention(nn.Module):
         ValueError: on an unknown score, or "dot" with d_q != d_k.
     """
 
-    def __init__(self, score: str, query_size: int, key_size: int, num_hiddens: int | None = None, dropout: float = 0.0):
+    def __init__(
+        self,
+        score: str,
+        query_size: int,
+        key_size: int,
+        num_hiddens: int | None = None,
+        dropout: float = 0.0,
+    ):
         super().__init__()
         if score not in ("dot", "general", "concat"):
-            raise ValueError(f"score must be 'dot', 'general' or 'concat', got {score!r}")
+            raise ValueError(
+                f"score must be 'dot', 'general' or 'concat', got {score!r}"
+            )
         if score == "dot" and query_size != key_size:
-            raise ValueError(f"score='dot' needs query_size == key_size, got {query_size} and {key_size}")
-        self.score, self.query_size, self.key_size = score, query_size, key_size
+            raise ValueError(
+                f"score='dot' needs query_size == key_size, got {query_size} and {key_size}"
+            )
+        self.score, self.query_size, self.key_size = (
+            score,
+            query_size,
+            key_size,
+        )
         if score == "general":
             self.W = nn.Linear(key_size, query_size, bias=False)
         elif score == "concat":
@@ -339,7 +442,9 @@ class LuongAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.attention_weights: torch.Tensor | None = None
 
-    def scores(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    def scores(
+        self, queries: torch.Tensor, keys: torch.Tensor
+    ) -> torch.Tensor:
         """Unnormalised scores: queries (B, Q, d_q), keys (B, K, d_k) -> (B, Q, K)."""
         if self.score == "dot":
             return torch.bmm(queries, keys.transpose(1, 2))
@@ -347,7 +452,10 @@ class LuongAttention(nn.Module):
             return torch.bmm(queries, self.W(keys).transpose(1, 2))
         num_queries, num_keys = queries.shape[1], keys.shape[1]
         pairs = torch.cat(
-            [queries.unsqueeze(2).expand(-1, -1, num_keys, -1), keys.unsqueeze(1).expand(-1, num_queries, -1, -1)],
+            [
+                queries.unsqueeze(2).expand(-1, -1, num_keys, -1),
+                keys.unsqueeze(1).expand(-1, num_queries, -1, -1),
+            ],
             dim=-1,
         )  # (B, Q, K, d_q + d_k)
         return self.v(torch.tanh(self.W(pairs))).squeeze(-1)
@@ -361,10 +469,16 @@ class LuongAttention(nn.Module):
     ) -> torch.Tensor:
         """queries (B, Q, d_q), keys (B, K, d_k), values (B, K, d_v), valid_lens None/(B,)/(B, Q) -> (B, Q, d_v)."""
         _check_qkv(queries, keys, values)
-        _check_last_dim("queries", queries, self.query_size, "(B, Q, query_size)")
+        _check_last_dim(
+            "queries", queries, self.query_size, "(B, Q, query_size)"
+        )
         _check_last_dim("keys", keys, self.key_size, "(B, K, key_size)")
-        _check_valid_lens(valid_lens, queries.shape[0], queries.shape[1], keys.shape[1])
-        self.attention_weights = masked_softmax(self.scores(queries, keys), valid_lens)
+        _check_valid_lens(
+            valid_lens, queries.shape[0], queries.shape[1], keys.shape[1]
+        )
+        self.attention_weights = masked_softmax(
+            self.scores(queries, keys), valid_lens
+        )
         return torch.bmm(self.dropout(self.attention_weights), values)
 
 
@@ -380,15 +494,23 @@ def transpose_qkv(X: torch.Tensor, num_heads: int) -> torch.Tensor:
         (B * H, T, D / H); rows b*H .. b*H + H - 1 are the heads of example b.
     """
     batch_size, steps, width = X.shape
-    X = X.reshape(batch_size, steps, num_heads, width // num_heads)  # (B, T, H, D/H)
-    return X.permute(0, 2, 1, 3).reshape(batch_size * num_heads, steps, width // num_heads)
+    X = X.reshape(
+        batch_size, steps, num_heads, width // num_heads
+    )  # (B, T, H, D/H)
+    return X.permute(0, 2, 1, 3).reshape(
+        batch_size * num_heads, steps, width // num_heads
+    )
 
 
 def transpose_output(X: torch.Tensor, num_heads: int) -> torch.Tensor:
     """Undo :func:`transpose_qkv`: (B * H, T, D / H) -> (B, T, D), heads concatenated."""
     folded, steps, head_width = X.shape
-    X = X.reshape(folded // num_heads, num_heads, steps, head_width)  # (B, H, T, D/H)
-    return X.permute(0, 2, 1, 3).reshape(folded // num_heads, steps, num_heads * head_width)
+    X = X.reshape(
+        folded // num_heads, num_heads, steps, head_width
+    )  # (B, H, T, D/H)
+    return X.permute(0, 2, 1, 3).reshape(
+        folded // num_heads, steps, num_heads * head_width
+    )
 
 
 class MultiHeadAttention(nn.Module):
@@ -421,7 +543,9 @@ class MultiHeadAttention(nn.Module):
     ):
         super().__init__()
         if num_heads <= 0 or num_hiddens % num_heads != 0:
-            raise ValueError(f"num_hiddens ({num_hiddens}) must be divisible by num_heads ({num_heads})")
+            raise ValueError(
+                f"num_hiddens ({num_hiddens}) must be divisible by num_heads ({num_heads})"
+            )
         self.num_hiddens, self.num_heads = num_hiddens, num_heads
         self.query_size = query_size or num_hiddens
         self.key_size = key_size or num_hiddens
@@ -458,13 +582,22 @@ class MultiHeadAttention(nn.Module):
             ValueError/TypeError: on shapes that do not fit each other or the layer.
         """
         _check_qkv(queries, keys, values)
-        _check_last_dim("queries", queries, self.query_size, "(B, Q, query_size)")
+        _check_last_dim(
+            "queries", queries, self.query_size, "(B, Q, query_size)"
+        )
         _check_last_dim("keys", keys, self.key_size, "(B, K, key_size)")
-        _check_last_dim("values", values, self.value_size, "(B, K, value_size)")
+        _check_last_dim(
+            "values", values, self.value_size, "(B, K, value_size)"
+        )
         batch_size, num_queries = queries.shape[:2]
         _check_valid_lens(valid_lens, batch_size, num_queries, keys.shape[1])
         return self.attend_projected(
-            queries, self.W_k(keys), self.W_v(values), valid_lens, causal=causal, need_weights=need_weights
+            queries,
+            self.W_k(keys),
+            self.W_v(values),
+            valid_lens,
+            causal=causal,
+            need_weights=need_weights,
         )
 
     def attend_projected(
@@ -493,7 +626,9 @@ class MultiHeadAttention(nn.Module):
             # Fused path: heads as a view (B, H, T, D/H), no copies; this is what makes it as fast
             # as torch.nn.MultiheadAttention (bench/attention.py).
             def split(X: torch.Tensor) -> torch.Tensor:
-                return X.view(batch_size, X.shape[1], heads, -1).transpose(1, 2)
+                return X.view(batch_size, X.shape[1], heads, -1).transpose(
+                    1, 2
+                )
 
             output = fused_attention(
                 split(self.W_q(queries)),
@@ -504,12 +639,22 @@ class MultiHeadAttention(nn.Module):
                 self.attention.dropout.p if self.training else 0.0,
             )  # (B, H, Q, D/H)
             self.attention_weights = self.attention.attention_weights = None
-            return self.W_o(output.transpose(1, 2).reshape(batch_size, num_queries, self.num_hiddens))
+            return self.W_o(
+                output.transpose(1, 2).reshape(
+                    batch_size, num_queries, self.num_hiddens
+                )
+            )
         queries = transpose_qkv(self.W_q(queries), heads)  # (B*H, Q, D/H)
         keys = transpose_qkv(keys, heads)  # (B*H, K, D/H)
         values = transpose_qkv(values, heads)  # (B*H, K, D/H)
         if valid_lens is not None:
-            valid_lens = torch.repeat_interleave(valid_lens, repeats=heads, dim=0)  # (B*H,) or (B*H, Q)
-        output = self.attention(queries, keys, values, valid_lens, causal=causal)
-        self.attention_weights = self.attention.attention_weights.reshape(batch_size, heads, num_queries, -1)
+            valid_lens = torch.repeat_interleave(
+                valid_lens, repeats=heads, dim=0
+            )  # (B*H,) or (B*H, Q)
+        output = self.attention(
+            queries, keys, values, valid_lens, causal=causal
+        )
+        self.attention_weights = self.attention.attention_weights.reshape(
+            batch_size, heads, num_queries, -1
+        )
         return self.W_o(transpose_output(output, heads))  # (B, Q, D)

@@ -28,11 +28,17 @@ def get_device() -> torch.device:
         try:
             device = torch.device(requested)
         except RuntimeError as err:
-            raise ValueError(f"COURSE_DEVICE={requested!r} is not a torch device") from err
+            raise ValueError(
+                f"COURSE_DEVICE={requested!r} is not a torch device"
+            ) from err
         if device.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError(f"COURSE_DEVICE={requested!r} but CUDA is not available")
+            raise ValueError(
+                f"COURSE_DEVICE={requested!r} but CUDA is not available"
+            )
         if device.type == "mps" and not torch.backends.mps.is_available():
-            raise ValueError(f"COURSE_DEVICE={requested!r} but MPS is not available")
+            raise ValueError(
+                f"COURSE_DEVICE={requested!r} but MPS is not available"
+            )
         return device
     if torch.cuda.is_available():
         return torch.device("cuda")

@@ -29,7 +29,9 @@ from torch import nn
 
 def _check_tensor(name: str, value) -> None:
     if not isinstance(value, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+        raise TypeError(
+            f"{name} must be a torch.Tensor, got {type(value).__name__}"
+        )
 
 
 def gaussian(u: torch.Tensor) -> torch.Tensor:
@@ -101,16 +103,24 @@ KERNELS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 def _check_vector(name: str, value, letter: str) -> None:
     _check_tensor(name, value)
     if value.dim() != 1:
-        raise ValueError(f"{name} must have shape ({letter},), got {tuple(value.shape)}")
+        raise ValueError(
+            f"{name} must have shape ({letter},), got {tuple(value.shape)}"
+        )
     if not value.dtype.is_floating_point:
-        raise TypeError(f"{name} must be a floating-point tensor, got dtype {value.dtype}")
+        raise TypeError(
+            f"{name} must be a floating-point tensor, got dtype {value.dtype}"
+        )
 
 
 def _check_width(width) -> None:
     if isinstance(width, bool) or not isinstance(width, (int, float)):
-        raise TypeError(f"width must be a positive number, got {type(width).__name__}")
+        raise TypeError(
+            f"width must be a positive number, got {type(width).__name__}"
+        )
     if not (width > 0 and math.isfinite(width)):
-        raise ValueError(f"width must be a positive finite number, got {width}")
+        raise ValueError(
+            f"width must be a positive finite number, got {width}"
+        )
 
 
 def nadaraya_watson(
@@ -142,7 +152,9 @@ def nadaraya_watson(
         TypeError: on arguments that are not floating-point tensors or a width that is not a number.
     """
     if kernel not in KERNELS:
-        raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {kernel!r}")
+        raise ValueError(
+            f"kernel must be one of {sorted(KERNELS)}, got {kernel!r}"
+        )
     _check_width(width)
     _check_vector("x_train", x_train, "K")
     _check_vector("y_train", y_train, "K")
@@ -160,7 +172,9 @@ def nadaraya_watson(
         scores = KERNELS[kernel](u)
         totals = scores.sum(dim=1, keepdim=True)  # (Q, 1)
         # Dividing by 1 where nothing is in reach keeps that row at exactly 0 (and its gradient finite).
-        attention_weights = scores / torch.where(totals > 0, totals, torch.ones_like(totals))
+        attention_weights = scores / torch.where(
+            totals > 0, totals, torch.ones_like(totals)
+        )
     dtype = torch.promote_types(attention_weights.dtype, y_train.dtype)
     y_hat = attention_weights.to(dtype) @ y_train.to(dtype)  # (Q,)
     return y_hat, attention_weights
@@ -208,17 +222,26 @@ def make_regression_data(
         ValueError: if a size is < 1, noise < 0 or x_max <= 0.
     """
     if n_train < 1 or n_val < 1:
-        raise ValueError(f"n_train and n_val must be >= 1, got {n_train} and {n_val}")
+        raise ValueError(
+            f"n_train and n_val must be >= 1, got {n_train} and {n_val}"
+        )
     if noise < 0:
         raise ValueError(f"noise must be >= 0, got {noise}")
     if x_max <= 0:
         raise ValueError(f"x_max must be > 0, got {x_max}")
     generator = torch.Generator().manual_seed(seed)
-    x_train = torch.sort(torch.rand(n_train, generator=generator, dtype=torch.float64) * x_max).values
-    y_train = target_function(x_train) + noise * torch.randn(n_train, generator=generator, dtype=torch.float64)
+    x_train = torch.sort(
+        torch.rand(n_train, generator=generator, dtype=torch.float64) * x_max
+    ).values
+    y_train = target_function(x_train) + noise * torch.randn(
+        n_train, generator=generator, dtype=torch.float64
+    )
     x_val = torch.linspace(0, x_max, n_val, dtype=torch.float64)
     y_val = target_function(x_val)
-    return tuple(t.to(device=device, dtype=dtype) for t in (x_train, y_train, x_val, y_val))
+    return tuple(
+        t.to(device=device, dtype=dtype)
+        for t in (x_train, y_train, x_val, y_val)
+    )
 
 
 # ----------------------------------------------------------------------------- learned width
@@ -250,7 +273,9 @@ class NWKernelRegression(nn.Module):
         """() tensor, the current width exp(log_width)."""
         return self.log_width.exp()
 
-    def forward(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
+    ) -> torch.Tensor:
         """Pool the values with Gaussian weights.
 
         Args:
@@ -269,11 +294,15 @@ class NWKernelRegression(nn.Module):
         if keys.dim() == 1:
             keys = keys.unsqueeze(0).expand(num_queries, -1)  # (Q, K)
         if keys.dim() != 2 or keys.shape[0] != num_queries:
-            raise ValueError(f"keys must have shape (K,) or (Q, K) with Q={num_queries}, got {tuple(keys.shape)}")
+            raise ValueError(
+                f"keys must have shape (K,) or (Q, K) with Q={num_queries}, got {tuple(keys.shape)}"
+            )
         if values.dim() == 1:
             values = values.unsqueeze(0).expand(num_queries, -1)
         if values.shape != keys.shape:
-            raise ValueError(f"values must have the shape of keys, (Q, K)={tuple(keys.shape)}, got {tuple(values.shape)}")
+            raise ValueError(
+                f"values must have the shape of keys, (Q, K)={tuple(keys.shape)}, got {tuple(values.shape)}"
+            )
         u = (queries[:, None] - keys) / self.width  # (Q, K)
         self.attention_weights = torch.softmax(-(u**2) / 2, dim=1)
         return (self.attention_weights * values).sum(dim=1)
@@ -291,7 +320,9 @@ def leave_one_out(x: torch.Tensor) -> torch.Tensor:
     """
     _check_tensor("x", x)
     if x.dim() != 1 or x.shape[0] < 2:
-        raise ValueError(f"x must have shape (K,) with K >= 2, got {tuple(x.shape)}")
+        raise ValueError(
+            f"x must have shape (K,) with K >= 2, got {tuple(x.shape)}"
+        )
     num = x.shape[0]
     keep = ~torch.eye(num, dtype=torch.bool, device=x.device)
     return x.unsqueeze(0).expand(num, num)[keep].reshape(num, num - 1)
@@ -321,12 +352,17 @@ def train_nw_regression(
     _check_vector("x_train", x_train, "K")
     _check_vector("y_train", y_train, "K")
     if y_train.shape != x_train.shape:
-        raise ValueError(f"y_train must have shape (K,)=({x_train.shape[0]},), got {tuple(y_train.shape)}")
+        raise ValueError(
+            f"y_train must have shape (K,)=({x_train.shape[0]},), got {tuple(y_train.shape)}"
+        )
     if num_epochs < 1:
         raise ValueError(f"num_epochs must be >= 1, got {num_epochs}")
     if not lr > 0:
         raise ValueError(f"lr must be > 0, got {lr}")
-    keys, values = leave_one_out(x_train), leave_one_out(y_train)  # (K, K - 1) each
+    keys, values = (
+        leave_one_out(x_train),
+        leave_one_out(y_train),
+    )  # (K, K - 1) each
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     losses = []
     for _ in range(num_epochs):

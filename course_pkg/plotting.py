@@ -46,18 +46,29 @@ def show_heatmaps(
     """
     data = _to_numpy(matrices)
     if data.ndim != 4:
-        raise ValueError(f"matrices must have shape (rows, cols, Q, K), got {data.shape}")
+        raise ValueError(
+            f"matrices must have shape (rows, cols, Q, K), got {data.shape}"
+        )
     rows, cols = data.shape[:2]
     if titles is not None and len(titles) != cols:
-        raise ValueError(f"titles must have {cols} entries (one per column), got {len(titles)}")
+        raise ValueError(
+            f"titles must have {cols} entries (one per column), got {len(titles)}"
+        )
     fig, axes = plt.subplots(
-        rows, cols, figsize=(figsize[0] * cols, figsize[1] * rows), sharex=True, sharey=True, squeeze=False
+        rows,
+        cols,
+        figsize=(figsize[0] * cols, figsize[1] * rows),
+        sharex=True,
+        sharey=True,
+        squeeze=False,
     )
     vmax = max(float(data.max()), 1e-12)
     for i in range(rows):
         for j in range(cols):
             ax = axes[i, j]
-            image = ax.imshow(data[i, j], cmap=cmap, vmin=0.0, vmax=vmax, aspect="auto")
+            image = ax.imshow(
+                data[i, j], cmap=cmap, vmin=0.0, vmax=vmax, aspect="auto"
+            )
             if i == rows - 1:
                 ax.set_xlabel(xlabel)
             if j == 0:
@@ -65,7 +76,9 @@ def show_heatmaps(
             if titles is not None and i == 0:
                 ax.set_title(titles[j])
             if xticklabels is not None:
-                ax.set_xticks(range(len(xticklabels)), xticklabels, rotation=90)
+                ax.set_xticks(
+                    range(len(xticklabels)), xticklabels, rotation=90
+                )
             if yticklabels is not None:
                 ax.set_yticks(range(len(yticklabels)), yticklabels)
     fig.colorbar(image, ax=axes, shrink=0.6)
@@ -105,7 +118,9 @@ def plot_lines(
     for k, y in enumerate(ys):
         values = _to_numpy(y)
         if values.shape != xs.shape:
-            raise ValueError(f"curve {k} has shape {values.shape}, x has shape {xs.shape}")
+            raise ValueError(
+                f"curve {k} has shape {values.shape}, x has shape {xs.shape}"
+            )
         ax.plot(xs, values, label=None if legend is None else legend[k])
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)

@@ -11,15 +11,23 @@ import torch
 from torch import nn
 
 
-def _check_input(X: torch.Tensor, num_hiddens: int, max_len: int, offset: int) -> None:
+def _check_input(
+    X: torch.Tensor, num_hiddens: int, max_len: int, offset: int
+) -> None:
     if not isinstance(X, torch.Tensor):
-        raise TypeError(f"X must be a torch.Tensor of shape (B, T, {num_hiddens}), got {type(X).__name__}")
+        raise TypeError(
+            f"X must be a torch.Tensor of shape (B, T, {num_hiddens}), got {type(X).__name__}"
+        )
     if X.dim() != 3 or X.shape[-1] != num_hiddens:
-        raise ValueError(f"X must have shape (B, T, {num_hiddens}), got {tuple(X.shape)}")
+        raise ValueError(
+            f"X must have shape (B, T, {num_hiddens}), got {tuple(X.shape)}"
+        )
     if offset < 0:
         raise ValueError(f"offset must be >= 0, got {offset}")
     if offset + X.shape[1] > max_len:
-        raise ValueError(f"offset + T = {offset} + {X.shape[1]} positions, more than max_len={max_len}")
+        raise ValueError(
+            f"offset + T = {offset} + {X.shape[1]} positions, more than max_len={max_len}"
+        )
 
 
 def sinusoidal_table(max_len: int, num_hiddens: int) -> torch.Tensor:
@@ -34,10 +42,17 @@ def sinusoidal_table(max_len: int, num_hiddens: int) -> torch.Tensor:
         ValueError: if num_hiddens is odd or not positive.
     """
     if num_hiddens <= 0 or num_hiddens % 2:
-        raise ValueError(f"num_hiddens must be a positive even number, got {num_hiddens}")
-    positions = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)
+        raise ValueError(
+            f"num_hiddens must be a positive even number, got {num_hiddens}"
+        )
+    positions = torch.arange(max_len, dtype=torch.float32)[
+        :, None
+    ]  # (max_len, 1)
     # i / 10000^(2j/D), computed literally as the formula reads (so it matches d2l bit for bit).
-    angles = positions / torch.pow(10000.0, torch.arange(0, num_hiddens, 2, dtype=torch.float32) / num_hiddens)
+    angles = positions / torch.pow(
+        10000.0,
+        torch.arange(0, num_hiddens, 2, dtype=torch.float32) / num_hiddens,
+    )
     table = torch.zeros(max_len, num_hiddens)
     table[:, 0::2] = torch.sin(angles)
     table[:, 1::2] = torch.cos(angles)
@@ -66,7 +81,9 @@ class PositionalEncoding(nn.Module):
     def forward(self, X: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """X (B, T, D) -> (B, T, D); positions start at ``offset`` (for step-by-step decoding)."""
         _check_input(X, self.num_hiddens, self.max_len, offset)
-        return self.dropout(X + self.P[:, offset : offset + X.shape[1]].to(X.dtype))
+        return self.dropout(
+            X + self.P[:, offset : offset + X.shape[1]].to(X.dtype)
+        )
 
 
 class LearnedPositionalEncoding(nn.Module):
