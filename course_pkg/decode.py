@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course_pkg.data import source_array
+
 # ----------------------------------------------------------------------------- checks and helpers
 
 
@@ -291,8 +293,6 @@ def translate(
     Returns:
         One list of target tokens per sentence, without <bos>/<eos>.
     """
-    from course_pkg.data import source_array
-
     if device is None:
         device = next(model.parameters()).device
     src, src_valid_len = source_array(sentences, src_vocab, num_steps)
