@@ -23,52 +23,110 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1])
+)  # run from a checkout without installing
 
-from course_pkg.data import english_french_corpus, translation_dataloaders  # noqa: E402
+from course_pkg.data import (
+    english_french_corpus,
+    translation_dataloaders,
+)  # noqa: E402
 from course_pkg.decode import translate  # noqa: E402
 from course_pkg.device import get_device, seed_everything  # noqa: E402
 from course_pkg.metrics import corpus_bleu  # noqa: E402
-from course_pkg.train import SETTINGS, seq2seq_model, train_seq2seq  # noqa: E402
+from course_pkg.train import (
+    SETTINGS,
+    seq2seq_model,
+    train_seq2seq,
+)  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default=None, help="torch device (default: course_pkg.device.get_device())")
-    parser.add_argument("--epochs", type=int, default=SETTINGS.num_epochs, help="epochs per model (default: the chapters')")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    parser.add_argument("--bf16", action="store_true", help="bfloat16 autocast (CUDA only)")
+    parser.add_argument(
+        "--device",
+        default=None,
+        help="torch device (default: course_pkg.device.get_device())",
+    )
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        default=SETTINGS.num_epochs,
+        help="epochs per model (default: the chapters')",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch CPU threads (default: torch's choice)",
+    )
+    parser.add_argument(
+        "--bf16", action="store_true", help="bfloat16 autocast (CUDA only)"
+    )
     args = parser.parse_args()
     device = torch.device(args.device) if args.device else get_device()
     if args.threads:
         torch.set_num_threads(args.threads)
     settings = dataclasses.replace(SETTINGS, num_epochs=args.epochs)
-    print(f"device {device}, torch {torch.__version__}, threads {torch.get_num_threads()}")
+    print(
+        f"device {device}, torch {torch.__version__}, threads {torch.get_num_threads()}"
+    )
     print(f"settings {settings.as_dict()}")
 
     splits = english_french_corpus(seed=settings.seed)
-    data = translation_dataloaders(splits, settings.batch_size, settings.num_steps, device=device, seed=settings.seed)
+    data = translation_dataloaders(
+        splits,
+        settings.batch_size,
+        settings.num_steps,
+        device=device,
+        seed=settings.seed,
+    )
     test_src = [src for src, _ in splits[2]]
     test_ref = [tgt.split() for _, tgt in splits[2]]
-    print(f"pairs train/val/test {len(splits[0])}/{len(splits[1])}/{len(splits[2])}, "
-          f"vocab en {len(data.src_vocab)} fr {len(data.tgt_vocab)}")
+    print(
+        f"pairs train/val/test {len(splits[0])}/{len(splits[1])}/{len(splits[2])}, "
+        f"vocab en {len(data.src_vocab)} fr {len(data.tgt_vocab)}"
+    )
 
     results = {}
     for name, attention in (("GRU seq2seq", False), ("Bahdanau", True)):
         seed_everything(settings.seed)
-        model = seq2seq_model(attention, len(data.src_vocab), len(data.tgt_vocab), settings).to(device)
-        history = train_seq2seq(model, data.train, settings.lr, settings.num_epochs, data.tgt_vocab,
-                                device=device, grad_clip=settings.grad_clip, bf16=args.bf16)
-        hypotheses = translate(model, test_src, data.src_vocab, data.tgt_vocab, settings.num_steps, device=device)
+        model = seq2seq_model(
+            attention, len(data.src_vocab), len(data.tgt_vocab), settings
+        ).to(device)
+        history = train_seq2seq(
+            model,
+            data.train,
+            settings.lr,
+            settings.num_epochs,
+            data.tgt_vocab,
+            device=device,
+            grad_clip=settings.grad_clip,
+            bf16=args.bf16,
+        )
+        hypotheses = translate(
+            model,
+            test_src,
+            data.src_vocab,
+            data.tgt_vocab,
+            settings.num_steps,
+            device=device,
+        )
         results[name] = (history, corpus_bleu(hypotheses, test_ref))
 
-    print(f"{'model':<12} {'train s':>8} {'tokens/s':>9} {'final loss':>10} {'test BLEU':>9}")
+    print(
+        f"{'model':<12} {'train s':>8} {'tokens/s':>9} {'final loss':>10} {'test BLEU':>9}"
+    )
     for name, (history, bleu) in results.items():
-        print(f"{name:<12} {history['train_seconds']:8.1f} {history['tokens_per_s']:9.0f} "
-              f"{history['epoch_loss'][-1]:10.3f} {100 * bleu:9.1f}")
+        print(
+            f"{name:<12} {history['train_seconds']:8.1f} {history['tokens_per_s']:9.0f} "
+            f"{history['epoch_loss'][-1]:10.3f} {100 * bleu:9.1f}"
+        )
     (plain, plain_bleu), (attention, attention_bleu) = results.values()
-    print(f"Bahdanau / GRU seq2seq: throughput x{attention['tokens_per_s'] / plain['tokens_per_s']:.2f}, "
-          f"BLEU {100 * (attention_bleu - plain_bleu):+.1f} points")
+    print(
+        f"Bahdanau / GRU seq2seq: throughput x{attention['tokens_per_s'] / plain['tokens_per_s']:.2f}, "
+        f"BLEU {100 * (attention_bleu - plain_bleu):+.1f} points"
+    )
 
 
 if __name__ == "__main__":

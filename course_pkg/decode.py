@@ -1,14 +1,15 @@
-"""Turning a trained encoder–decoder into translations: greedy decoding and beam search.
+"""Turning an encoder–decoder into translations: greedy and beam search.
 
-Chapters "The encoder–decoder architecture" (greedy decoding), "Bahdanau attention" (attention
-weights collected while decoding) and "The Transformer". Every function here works with any
-:class:`course_pkg.seq2seq.EncoderDecoder` whose decoder follows the contract stated in
-:mod:`course_pkg.seq2seq`: ``decoder(X (B, t), state) -> (Y (B, t, V), new_state)``.
+Chapters "The encoder–decoder architecture" (greedy decoding), "Bahdanau
+attention" (attention weights collected while decoding) and "The Transformer".
+Every function here works with any :class:`course_pkg.seq2seq.EncoderDecoder`
+whose decoder follows the contract stated in :mod:`course_pkg.seq2seq`:
+``decoder(X (B, t), state) -> (Y (B, t, V), new_state)``.
 
-Conventions. Output token tensors do not include <bos>. A hypothesis ends with its first <eos>,
-which is kept; when hypotheses of one batch end at different steps, the positions after a
-hypothesis' <eos> are filled with <eos> (so no pad id is needed, and cutting at the first <eos>
-recovers every hypothesis).
+Conventions. Output token tensors do not include <bos>. A hypothesis ends with
+its first <eos>, which is kept; when hypotheses of one batch end at different
+steps, the positions after a hypothesis' <eos> are filled with <eos> (so no pad
+id is needed, and cutting at the first <eos> recovers every hypothesis).
 """
 
 from __future__ import annotations
@@ -27,11 +28,20 @@ from course_pkg.data import source_array
 
 def _check_src(src: torch.Tensor, src_valid_len: torch.Tensor | None) -> None:
     if not isinstance(src, torch.Tensor) or src.dim() != 2:
-        raise ValueError(f"src must be a tensor of token ids with shape (B, T_src), got {getattr(src, 'shape', type(src))}")
-    if src.dtype.is_floating_point or src.dtype.is_complex or src.dtype == torch.bool:
-        raise TypeError(f"src must hold integer token ids, got dtype {src.dtype}")
+        raise ValueError(
+            f"src must be a tensor of token ids with shape (B, T_src), got {getattr(src, 'shape', type(src))}"
+        )
+    if (
+        src.dtype.is_floating_point
+        or src.dtype.is_complex
+        or src.dtype == torch.bool
+    ):
+        raise TypeError(
+            f"src must hold integer token ids, got dtype {src.dtype}"
+        )
     if src_valid_len is not None and (
-        not isinstance(src_valid_len, torch.Tensor) or tuple(src_valid_len.shape) != (src.shape[0],)
+        not isinstance(src_valid_len, torch.Tensor)
+        or tuple(src_valid_len.shape) != (src.shape[0],)
     ):
         raise ValueError(
             f"src_valid_len must be a tensor of shape (B,)=({src.shape[0]},), got {getattr(src_valid_len, 'shape', type(src_valid_len))}"
@@ -44,13 +54,17 @@ def _check_num_steps(num_steps: int) -> None:
 
 
 def _decoder_weights(model: nn.Module) -> torch.Tensor | None:
-    """The decoder's (B, t, T_src) attention weights of its last call, if it keeps such a tensor."""
+    """The decoder's (B, t, T_src) attention weights (last call), or None."""
     weights = getattr(model.decoder, "attention_weights", None)
-    return weights if isinstance(weights, torch.Tensor) and weights.dim() == 3 else None
+    return (
+        weights
+        if isinstance(weights, torch.Tensor) and weights.dim() == 3
+        else None
+    )
 
 
 class _eval_mode:
-    """Context manager: eval mode and no autograd inside, the model's previous mode restored after."""
+    """Eval mode and no autograd inside; the model's mode restored after."""
 
     def __init__(self, model: nn.Module):
         self.model, self.was_training = model, model.training
@@ -66,8 +80,10 @@ class _eval_mode:
 
 
 def _log_softmax(Y: torch.Tensor) -> torch.Tensor:
-    """log_softmax over the last axis in at least float32 (bf16/fp16 scores are too coarse to sum)."""
-    return F.log_softmax(Y.to(torch.promote_types(Y.dtype, torch.float32)), dim=-1)
+    """log_softmax over the last axis, in float32 at least (bf16 is coarse)."""
+    return F.log_softmax(
+        Y.to(torch.promote_types(Y.dtype, torch.float32)), dim=-1
+    )
 
 
 def cut_at_eos(tokens: list[int], eos: int) -> list[int]:
@@ -87,23 +103,30 @@ def greedy_decode(
     num_steps: int,
     use_cache: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Decode by taking the most probable next token at every step, until <eos> or num_steps.
+    """Decode by taking the most probable next token at every step.
 
-    With ``use_cache=True`` the decoder is fed one new token per step together with the state its
-    previous call returned. With ``use_cache=False`` it re-reads the whole prefix from a fresh
-    ``init_state`` every step: slower, but it needs nothing from the state, and the two paths must
-    agree (the decoder contract).
+    Decoding stops when every row has produced <eos>, or after num_steps.
+
+    With ``use_cache=True`` the decoder is fed one new token per step together
+    with the state its previous call returned. With ``use_cache=False`` it
+    re-reads the whole prefix from a fresh ``init_state`` every step: slower,
+    but it needs nothing from the state, and the two paths must agree (the
+    decoder contract).
 
     Args:
-        model: an EncoderDecoder. src: (B, T_src) source ids. src_valid_len: (B,) source lengths.
-        bos, eos: the target vocabulary's <bos> and <eos> ids. num_steps: most tokens to generate.
+        model: an EncoderDecoder. src: (B, T_src) source ids. src_valid_len:
+            (B,) source lengths.
+        bos, eos: the target vocabulary's <bos> and <eos> ids. num_steps: most
+            tokens to generate.
         use_cache: see above.
     Returns:
-        tokens (B, S) long with S <= num_steps (decoding stops when every row has produced <eos>;
-        positions after a row's <eos> hold <eos>), and the decoder's attention weights (B, S, T_src)
-        when it keeps them as one tensor (row s: where the decoder looked to produce token s), else None.
+        tokens (B, S) long with S <= num_steps (decoding stops when every row
+        has produced <eos>; positions after a row's <eos> hold <eos>), and the
+        decoder's attention weights (B, S, T_src) when it keeps them as one
+        tensor (row s: where the decoder looked to produce token s), else None.
     Raises:
-        TypeError/ValueError: on src or src_valid_len of the wrong type or shape, num_steps < 1.
+        TypeError/ValueError: on src or src_valid_len of the wrong type or
+            shape, num_steps < 1.
     """
     _check_src(src, src_valid_len)
     _check_num_steps(num_steps)
@@ -111,7 +134,9 @@ def greedy_decode(
     with _eval_mode(model):
         enc_all_outputs = model.encoder(src, src_valid_len)
         state = model.decoder.init_state(enc_all_outputs, src_valid_len)
-        prefix = torch.full((batch_size, 1), bos, dtype=torch.long, device=src.device)  # (B, 1 + s)
+        prefix = torch.full(
+            (batch_size, 1), bos, dtype=torch.long, device=src.device
+        )  # (B, 1 + s)
         finished = torch.zeros(batch_size, dtype=torch.bool, device=src.device)
         step_weights: list[torch.Tensor] = []
         weights = None
@@ -122,9 +147,14 @@ def greedy_decode(
                 if weights is not None:
                     step_weights.append(weights)
             else:
-                Y, _ = model.decoder(prefix, model.decoder.init_state(enc_all_outputs, src_valid_len))
+                Y, _ = model.decoder(
+                    prefix,
+                    model.decoder.init_state(enc_all_outputs, src_valid_len),
+                )
             next_token = Y[:, -1].argmax(dim=-1)  # (B,)
-            next_token = torch.where(finished, torch.full_like(next_token, eos), next_token)
+            next_token = torch.where(
+                finished, torch.full_like(next_token, eos), next_token
+            )
             prefix = torch.cat((prefix, next_token.unsqueeze(1)), dim=1)
             finished |= next_token == eos
             if bool(finished.all()):
@@ -132,7 +162,8 @@ def greedy_decode(
         if use_cache:
             weights = torch.cat(step_weights, dim=1) if step_weights else None
         else:
-            weights = _decoder_weights(model)  # the last call read the whole prefix
+            # the last call read the whole prefix
+            weights = _decoder_weights(model)
     return prefix[:, 1:], weights
 
 
@@ -140,13 +171,21 @@ def greedy_decode(
 
 
 def sequence_log_prob(
-    model: nn.Module, src: torch.Tensor, src_valid_len: torch.Tensor, tokens: torch.Tensor, bos: int, eos: int
+    model: nn.Module,
+    src: torch.Tensor,
+    src_valid_len: torch.Tensor,
+    tokens: torch.Tensor,
+    bos: int,
+    eos: int,
 ) -> torch.Tensor:
-    """log p(tokens | src) under the model, teacher-forced, up to and including each row's first <eos>.
+    """log p(tokens | src) under the model, teacher-forced.
+
+    Each row counts up to and including its first <eos>.
 
     Args:
         model: an EncoderDecoder. src: (B, T_src). src_valid_len: (B,).
-        tokens: (B, S) generated ids without <bos> (as returned by the decoders here).
+        tokens: (B, S) generated ids without <bos> (as returned by the decoders
+            here).
         bos, eos: target <bos> and <eos> ids.
     Returns:
         (B,) float tensor of summed log-probabilities.
@@ -154,75 +193,95 @@ def sequence_log_prob(
         TypeError/ValueError: on inputs of the wrong type or shape.
     """
     _check_src(src, src_valid_len)
-    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.shape[0] != src.shape[0]:
-        raise ValueError(f"tokens must have shape (B, S) with B={src.shape[0]}, got {getattr(tokens, 'shape', None)}")
+    if (
+        not isinstance(tokens, torch.Tensor)
+        or tokens.dim() != 2
+        or tokens.shape[0] != src.shape[0]
+    ):
+        raise ValueError(
+            f"tokens must have shape (B, S) with B={src.shape[0]}, got {getattr(tokens, 'shape', None)}"
+        )
     tokens = tokens.long()
-    dec_in = torch.cat((torch.full_like(tokens[:, :1], bos), tokens[:, :-1]), dim=1)  # (B, S)
+    dec_in = torch.cat(
+        (torch.full_like(tokens[:, :1], bos), tokens[:, :-1]), dim=1
+    )  # (B, S)
     with _eval_mode(model):
-        log_probs = _log_softmax(model(src, dec_in, src_valid_len))  # (B, S, V)
-    token_log_probs = log_probs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)  # (B, S)
+        scores = model(src, dec_in, src_valid_len)  # (B, S, V)
+    log_probs = _log_softmax(scores)
+    token_log_probs = log_probs.gather(-1, tokens.unsqueeze(-1))[..., 0]
     is_eos = (tokens == eos).long()
     # a position counts if no <eos> came strictly before it
     counts = (is_eos.cumsum(dim=1) - is_eos) == 0
-    return torch.where(counts, token_log_probs, torch.zeros_like(token_log_probs)).sum(dim=1)
+    return torch.where(
+        counts, token_log_probs, torch.zeros_like(token_log_probs)
+    ).sum(dim=1)
 
 
 # ----------------------------------------------------------------------------- beam search
 
 
 def _beam_search_one(
-    model: nn.Module, src: torch.Tensor, src_valid_len: torch.Tensor, bos: int, eos: int, num_steps: int, beam_size: int, alpha: float
+    model: nn.Module,
+    src: torch.Tensor,
+    src_valid_len: torch.Tensor,
+    bos: int,
+    eos: int,
+    num_steps: int,
+    beam_size: int,
+    alpha: float,
 ) -> list[int]:
-    """Beam search for one source (1, T_src); returns the best hypothesis' ids (ending in <eos> if finished)."""
-    repeated_src = src.expand(beam_size, -1)  # (k, T_src)
+    """Beam search for one source (1, T_src): the best hypothesis' ids.
+
+    The ids end with <eos> if the hypothesis finished.
+    """
+    device = src.device
     repeated_len = src_valid_len.expand(beam_size)
-    enc_all_outputs = model.encoder(repeated_src, repeated_len)
-    prefixes = torch.full((beam_size, 1), bos, dtype=torch.long, device=src.device)  # (k, 1 + t)
-    # (k,) summed log-probabilities, in float64 so long sums lose nothing; only row 0 is a real
-    # hypothesis at the start, and -inf rows never win a place in the beam
-    scores = torch.full((beam_size,), -math.inf, dtype=torch.float64, device=src.device)
+    enc_all_outputs = model.encoder(src.expand(beam_size, -1), repeated_len)
+    prefixes = torch.full((beam_size, 1), bos, device=device)  # (k, 1 + t)
+    # Summed log-probabilities, in float64 (MPS has none) so long sums lose
+    # nothing. Only row 0 is a real hypothesis at the start; -inf rows never
+    # win a place.
+    dtype = torch.float32 if device.type == "mps" else torch.float64
+    scores = torch.full((beam_size,), -math.inf, dtype=dtype, device=device)
     scores[0] = 0.0
-    finished: list[tuple[float, list[int]]] = []  # (normalised score, ids incl. <eos>)
+    finished: list[tuple[float, list[int]]] = []  # (normalised score, ids)
     for length in range(1, num_steps + 1):
-        # Uncached on purpose: any decoder state layout works, at the cost of re-reading the prefix.
+        # Uncached on purpose: any decoder state layout works, at the cost of
+        # re-reading the prefixes.
         state = model.decoder.init_state(enc_all_outputs, repeated_len)
         Y, _ = model.decoder(prefixes, state)
         log_probs = _log_softmax(Y[:, -1])  # (k, V)
         vocab_size = log_probs.shape[-1]
-        candidates = (scores.unsqueeze(1) + log_probs).reshape(-1)  # (k * V,)
-        top_scores, top_ids = candidates.topk(min(beam_size, candidates.numel()))
-        alive_rows, alive_tokens, alive_scores = [], [], []
-        for score, flat_id in zip(top_scores.tolist(), top_ids.tolist()):
+        candidates = (scores[:, None] + log_probs).reshape(-1)  # (k * V,)
+        top = candidates.topk(min(beam_size, candidates.numel()))
+        alive = []  # (row, token, score) of the extensions that go on
+        for score, flat_id in zip(top.values.tolist(), top.indices.tolist()):
             if score == -math.inf:
                 break
             row, token = divmod(flat_id, vocab_size)
+            ids = prefixes[row, 1:].tolist() + [token]
             if token == eos:
-                finished.append((score / length**alpha, prefixes[row, 1:].tolist() + [eos]))
+                finished.append((score / length**alpha, ids))
+            elif length == num_steps:  # out of steps: compete unfinished
+                finished.append((score / length**alpha, ids))
             else:
-                alive_rows.append(row)
-                alive_tokens.append(token)
-                alive_scores.append(score)
-        if not alive_rows:
+                alive.append((row, token, score))
+        if not alive:
             break
-        if length == num_steps:  # out of steps: unfinished hypotheses compete as they are
-            for row, token, score in zip(alive_rows, alive_tokens, alive_scores):
-                finished.append((score / length**alpha, prefixes[row, 1:].tolist() + [token]))
+        # Log-probabilities only decrease, so an alive hypothesis can at best
+        # reach score / num_steps**alpha (its score stays <= 0 and its length
+        # grows to at most num_steps): stop once none can win.
+        best_alive = max(score for _, _, score in alive) / num_steps**alpha
+        if finished and max(f[0] for f in finished) >= best_alive:
             break
-        # log-probabilities only decrease, so an alive hypothesis can at best reach
-        # score / num_steps**alpha (its score stays <= 0 and its length grows to at most num_steps)
-        if finished and max(f[0] for f in finished) >= max(alive_scores) / num_steps**alpha:
-            break
-        num_alive = len(alive_rows)
-        fill = beam_size - num_alive  # dead rows copy row 0 with score -inf
-        rows = torch.tensor(alive_rows + [alive_rows[0]] * fill, device=src.device)
-        new_tokens = torch.tensor(alive_tokens + [alive_tokens[0]] * fill, device=src.device)
-        prefixes = torch.cat((prefixes[rows], new_tokens.unsqueeze(1)), dim=1)
-        scores = torch.tensor(alive_scores + [-math.inf] * fill, dtype=torch.float64, device=src.device)
-    best_score, best = finished[0]
-    for score, ids in finished[1:]:
-        if score > best_score:
-            best_score, best = score, ids
-    return best
+        # Dead rows keep the beam's shape: copies of row 0 that score -inf.
+        num_dead = beam_size - len(alive)
+        alive += [(alive[0][0], alive[0][1], -math.inf)] * num_dead
+        rows, tokens, new_scores = zip(*alive)
+        new_tokens = torch.tensor(tokens, device=device)[:, None]
+        prefixes = torch.cat((prefixes[list(rows)], new_tokens), dim=1)
+        scores = torch.tensor(new_scores, dtype=dtype, device=device)
+    return max(finished, key=lambda item: item[0])[1]
 
 
 def beam_search(
@@ -237,23 +296,30 @@ def beam_search(
 ) -> torch.Tensor:
     """Beam search with length normalisation, for any EncoderDecoder.
 
-    At every step each hypothesis in the beam is extended by every token and the ``beam_size`` best
-    extensions (by summed log-probability) are kept; an extension that ends with <eos> leaves the
-    beam as a finished hypothesis (so that step, fewer than ``beam_size`` hypotheses go on). Among the finished
+    At every step each hypothesis in the beam is extended by every token and
+    the ``beam_size`` best extensions (by summed log-probability) are kept; an
+    extension that ends with <eos> leaves the beam as a finished hypothesis (so
+    that step, fewer than ``beam_size`` hypotheses go on). Among the finished
     hypotheses (and, after num_steps, the unfinished ones) the output maximises
-    ``log p(y | x) / len(y) ** alpha``, len(y) counting the <eos>. The search stops early only when
-    no alive hypothesis can still beat the best finished one. The decoder re-reads the full prefixes
-    each step from a fresh ``init_state`` of the encoder run on the source repeated beam_size times,
+    ``log p(y | x) / len(y) ** alpha``, len(y) counting the <eos>. The search
+    stops early only when no alive hypothesis can still beat the best finished
+    one. The decoder re-reads the full prefixes each step from a fresh
+    ``init_state`` of the encoder run on the source repeated beam_size times,
     so this works for any decoder state layout.
 
     Args:
-        model: an EncoderDecoder. src: (B, T_src) source ids (each row is searched on its own).
-        src_valid_len: (B,). bos, eos: target ids. num_steps: most tokens to generate.
-        beam_size: k >= 1 (k = 1 is greedy decoding). alpha: length-normalisation exponent (0: none).
+        model: an EncoderDecoder. src: (B, T_src) source ids (each row is
+            searched on its own).
+        src_valid_len: (B,). bos, eos: target ids. num_steps: most tokens to
+            generate.
+        beam_size: k >= 1 (k = 1 is greedy decoding). alpha:
+            length-normalisation exponent (0: none).
     Returns:
-        (B, S) long tokens, S <= num_steps, <eos>-filled after each row's first <eos>.
+        (B, S) long tokens, S <= num_steps, <eos>-filled after each row's first
+        <eos>.
     Raises:
-        TypeError/ValueError: on src/src_valid_len of the wrong type or shape, num_steps < 1, beam_size < 1, alpha < 0.
+        TypeError/ValueError: on src/src_valid_len of the wrong type or shape,
+            num_steps < 1, beam_size < 1, alpha < 0.
     """
     _check_src(src, src_valid_len)
     _check_num_steps(num_steps)
@@ -263,7 +329,16 @@ def beam_search(
         raise ValueError(f"alpha must be >= 0, got {alpha}")
     with _eval_mode(model):
         hypotheses = [
-            _beam_search_one(model, src[b : b + 1], src_valid_len[b : b + 1], bos, eos, num_steps, beam_size, alpha)
+            _beam_search_one(
+                model,
+                src[b : b + 1],
+                src_valid_len[b : b + 1],
+                bos,
+                eos,
+                num_steps,
+                beam_size,
+                alpha,
+            )
             for b in range(src.shape[0])
         ]
     width = max(len(ids) for ids in hypotheses)
@@ -283,13 +358,17 @@ def translate(
     device: torch.device | str | None = None,
     beam_size: int = 1,
 ) -> list[list[str]]:
-    """Translate raw source sentences into target tokens (greedy when beam_size = 1).
+    """Translate source sentences into target tokens (beam_size 1: greedy).
 
     Args:
-        model: an EncoderDecoder. sentences: source sentences (normalised as the corpus is).
-        src_vocab, tgt_vocab: the :class:`course_pkg.data.Vocab` objects the model was trained with.
-        num_steps: source length after padding/trimming (as in training) and most target tokens.
-        device: where to run; None: the model's device. beam_size: 1 for greedy, else beam search.
+        model: an EncoderDecoder. sentences: source sentences (normalised as
+            the corpus is).
+        src_vocab, tgt_vocab: the :class:`course_pkg.data.Vocab` objects the
+            model was trained with.
+        num_steps: source length after padding/trimming (as in training) and
+            most target tokens.
+        device: where to run; None: the model's device. beam_size: 1 for
+            greedy, else beam search.
     Returns:
         One list of target tokens per sentence, without <bos>/<eos>.
     """
@@ -298,7 +377,20 @@ def translate(
     src, src_valid_len = source_array(sentences, src_vocab, num_steps)
     src, src_valid_len = src.to(device), src_valid_len.to(device)
     if beam_size == 1:
-        tokens, _ = greedy_decode(model, src, src_valid_len, tgt_vocab.bos, tgt_vocab.eos, num_steps)
+        tokens, _ = greedy_decode(
+            model, src, src_valid_len, tgt_vocab.bos, tgt_vocab.eos, num_steps
+        )
     else:
-        tokens = beam_search(model, src, src_valid_len, tgt_vocab.bos, tgt_vocab.eos, num_steps, beam_size)
-    return [tgt_vocab.to_tokens(cut_at_eos(row, tgt_vocab.eos)) for row in tokens.tolist()]
+        tokens = beam_search(
+            model,
+            src,
+            src_valid_len,
+            tgt_vocab.bos,
+            tgt_vocab.eos,
+            num_steps,
+            beam_size,
+        )
+    return [
+        tgt_vocab.to_tokens(cut_at_eos(row, tgt_vocab.eos))
+        for row in tokens.tolist()
+    ]

@@ -1,12 +1,14 @@
-"""Training an encoder–decoder: the masked loss, the loop, checkpoints and the chapters' settings.
+"""Training an encoder–decoder: masked loss, loop, checkpoints, settings.
 
-Chapters "The encoder–decoder architecture" and "Bahdanau attention" (and "The Transformer", whose
-decoder follows the same contract). Teacher forcing: the decoder reads the reference target shifted
-right (``tgt_in``, starting with <bos>) and is scored on predicting it (``tgt_out``, ending with <eos>).
+Chapters "The encoder–decoder architecture" and "Bahdanau attention" (and "The
+Transformer", whose decoder follows the same contract). Teacher forcing: the
+decoder reads the reference target shifted right (``tgt_in``, starting with
+<bos>) and is scored on predicting it (``tgt_out``, ending with <eos>).
 
-The loss averages over real target tokens only. Padding positions carry no information, so they
-must neither add to the loss nor dilute it (d2l's book masks them, but its packaged ``Seq2Seq``
-loss does not; this one does, and a test holds it to that).
+The loss averages over real target tokens only. Padding positions carry no
+information, so they must neither add to the loss nor dilute it (d2l's book
+masks them, but its packaged ``Seq2Seq`` loss does not; this one does, and a
+test holds it to that).
 """
 
 from __future__ import annotations
@@ -24,19 +26,29 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm import tqdm  # text bar: tqdm.auto warns in notebooks without ipywidgets
 
-from course_pkg.seq2seq import EncoderDecoder, Seq2SeqAttentionDecoder, Seq2SeqDecoder, Seq2SeqEncoder
+# The text bar: tqdm.auto warns in notebooks that lack ipywidgets.
+from tqdm import tqdm
+
+from course_pkg.seq2seq import (
+    EncoderDecoder,
+    Seq2SeqAttentionDecoder,
+    Seq2SeqDecoder,
+    Seq2SeqEncoder,
+)
 
 # ----------------------------------------------------------------------------- the chapters' settings
 
 
 @dataclass(frozen=True)
 class Seq2SeqSettings:
-    """Hyperparameters shared by the two GRU chapters and ``bench/seq2seq.py`` (one place, no drift).
+    """Hyperparameters of the two GRU chapters and ``bench/seq2seq.py``.
 
-    Both models (plain and Bahdanau) get the same sizes and the same training budget, so the
-    chapter "Bahdanau attention" compares architectures, not budgets.
+    One place, so that the chapters and the benchmark cannot drift apart.
+
+    Both models (plain and Bahdanau) get the same sizes and the same training
+    budget, so the chapter "Bahdanau attention" compares architectures, not
+    budgets.
     """
 
     embed_size: int = 64
@@ -44,9 +56,11 @@ class Seq2SeqSettings:
     num_layers: int = 1
     dropout: float = 0.1
     batch_size: int = 64
-    num_steps: int = 18  # covers all but two of the 6,400 training targets (+ <eos>)
+    # num_steps covers all but two of the 6,400 training targets (+ <eos>).
+    num_steps: int = 18
     lr: float = 0.01
-    num_epochs: int = 3  # what a 2-core CPU trains in about 10 s (plain) and 25 s (attention)
+    # What a 2-core CPU trains in about 10 s (plain) and 25 s (attention).
+    num_epochs: int = 3
     grad_clip: float = 1.0
     seed: int = 0
 
@@ -57,46 +71,83 @@ class Seq2SeqSettings:
 SETTINGS = Seq2SeqSettings()
 
 
-def seq2seq_model(attention: bool, src_vocab_size: int, tgt_vocab_size: int, settings: Seq2SeqSettings = SETTINGS) -> EncoderDecoder:
-    """The chapters' GRU encoder–decoder, with a plain or a Bahdanau-attention decoder.
+def seq2seq_model(
+    attention: bool,
+    src_vocab_size: int,
+    tgt_vocab_size: int,
+    settings: Seq2SeqSettings = SETTINGS,
+) -> EncoderDecoder:
+    """The chapters' GRU encoder–decoder, plain or with Bahdanau attention.
 
     Args:
-        attention: use :class:`Seq2SeqAttentionDecoder` (else :class:`Seq2SeqDecoder`).
-        src_vocab_size, tgt_vocab_size: V of each language. settings: sizes and dropout.
+        attention: use :class:`Seq2SeqAttentionDecoder` (else
+            :class:`Seq2SeqDecoder`).
+        src_vocab_size, tgt_vocab_size: V of each language. settings: sizes and
+            dropout.
     Returns:
-        A freshly initialised ``EncoderDecoder`` on the CPU (seed torch first for repeatable weights).
+        A freshly initialised ``EncoderDecoder`` on the CPU (seed torch first
+        for repeatable weights).
     """
-    sizes = (settings.embed_size, settings.num_hiddens, settings.num_layers, settings.dropout)
+    sizes = (
+        settings.embed_size,
+        settings.num_hiddens,
+        settings.num_layers,
+        settings.dropout,
+    )
     decoder_class = Seq2SeqAttentionDecoder if attention else Seq2SeqDecoder
-    return EncoderDecoder(Seq2SeqEncoder(src_vocab_size, *sizes), decoder_class(tgt_vocab_size, *sizes))
+    return EncoderDecoder(
+        Seq2SeqEncoder(src_vocab_size, *sizes),
+        decoder_class(tgt_vocab_size, *sizes),
+    )
+
 
 # ----------------------------------------------------------------------------- the loss
 
 
-def masked_cross_entropy(Y_hat: torch.Tensor, Y: torch.Tensor, pad: int) -> torch.Tensor:
+def masked_cross_entropy(
+    Y_hat: torch.Tensor, Y: torch.Tensor, pad: int
+) -> torch.Tensor:
     """Mean cross-entropy over the target positions that are not padding.
 
-    Equals ``F.cross_entropy(Y_hat.transpose(1, 2), Y, ignore_index=pad)``; written out so the
-    chapter can show where the mask enters. Scores at padding positions do not affect the value or
-    the gradient (as long as they are finite).
+    Equals ``F.cross_entropy(Y_hat.transpose(1, 2), Y, ignore_index=pad)``;
+    written out so the chapter can show where the mask enters. Scores at
+    padding positions do not affect the value or the gradient (as long as they
+    are finite).
 
     Args:
-        Y_hat: (B, T, V) unnormalised scores. Y: (B, T) target ids. pad: the padding id.
+        Y_hat: (B, T, V) unnormalised scores. Y: (B, T) target ids. pad: the
+            padding id.
     Returns:
-        Scalar tensor: the sum of -log p(y) over non-pad positions divided by their number (0 if none).
+        Scalar tensor: the sum of -log p(y) over non-pad positions divided by
+        their number (0 if none).
     Raises:
-        TypeError/ValueError: if Y is not integer, the shapes do not fit (B, T, V) / (B, T).
+        TypeError/ValueError: if Y is not integer, or the shapes are not
+            (B, T, V) and (B, T).
     """
     if not isinstance(Y_hat, torch.Tensor) or Y_hat.dim() != 3:
-        raise ValueError(f"Y_hat must be a tensor of shape (B, T, V), got {getattr(Y_hat, 'shape', type(Y_hat))}")
-    if not isinstance(Y, torch.Tensor) or Y.dtype.is_floating_point or Y.dtype.is_complex or Y.dtype == torch.bool:
-        raise TypeError(f"Y must be an integer tensor of target ids, got {getattr(Y, 'dtype', type(Y))}")
+        raise ValueError(
+            f"Y_hat must be a tensor of shape (B, T, V), got {getattr(Y_hat, 'shape', type(Y_hat))}"
+        )
+    if (
+        not isinstance(Y, torch.Tensor)
+        or Y.dtype.is_floating_point
+        or Y.dtype.is_complex
+        or Y.dtype == torch.bool
+    ):
+        raise TypeError(
+            f"Y must be an integer tensor of target ids, got {getattr(Y, 'dtype', type(Y))}"
+        )
     if tuple(Y.shape) != tuple(Y_hat.shape[:2]):
-        raise ValueError(f"Y must have shape (B, T)={tuple(Y_hat.shape[:2])} to match Y_hat, got {tuple(Y.shape)}")
-    log_probs = F.log_softmax(Y_hat.to(torch.promote_types(Y_hat.dtype, torch.float32)), dim=-1)  # >= float32 under bf16
+        raise ValueError(
+            f"Y must have shape (B, T)={tuple(Y_hat.shape[:2])} to match Y_hat, got {tuple(Y.shape)}"
+        )
+    # at least float32, also under bf16 autocast
+    dtype = torch.promote_types(Y_hat.dtype, torch.float32)
+    log_probs = F.log_softmax(Y_hat.to(dtype), dim=-1)
     nll = -log_probs.gather(-1, Y.long().unsqueeze(-1)).squeeze(-1)  # (B, T)
     mask = Y != pad  # (B, T)
-    # where (not a product) so an inf at a pad position cannot turn the sum into NaN
+    # where (not a product) so an inf at a pad position cannot turn the sum
+    # into NaN
     total = torch.where(mask, nll, torch.zeros_like(nll)).sum()
     return total / mask.sum().clamp(min=1)
 
@@ -121,24 +172,32 @@ def train_seq2seq(
     *,
     optimizer: torch.optim.Optimizer | None = None,
 ) -> dict[str, Any]:
-    """Train an encoder–decoder with teacher forcing, Adam and gradient-norm clipping.
+    """Train an encoder–decoder: teacher forcing, Adam, gradient clipping.
 
     Args:
-        model: an ``EncoderDecoder``; ``model(src, tgt_in, src_valid_len)`` must return (B, T, V).
-        train_iter: re-iterable over batches ``(src (B, T), src_valid_len (B,), tgt_in (B, T), tgt_out (B, T))``.
+        model: an ``EncoderDecoder``; ``model(src, tgt_in, src_valid_len)``
+            must return (B, T, V).
+        train_iter: re-iterable over batches ``(src (B, T), src_valid_len (B,),
+            tgt_in (B, T), tgt_out (B, T))``.
         lr: Adam's learning rate. num_epochs: passes over train_iter.
-        tgt_vocab_or_pad: the target vocabulary (its ``.pad`` is used) or the pad id itself.
-        device: where to train; the model and every batch are moved there. None: the model's device.
+        tgt_vocab_or_pad: the target vocabulary (its ``.pad`` is used) or the
+            pad id itself.
+        device: where to train; the model and every batch are moved there.
+            None: the model's device.
         grad_clip: maximum global gradient norm, or None for no clipping.
-        bf16: run forward passes under bfloat16 autocast. CUDA only: a CPU bf16 autocast is slow on
-            most CPUs and would change the chapters' stored numbers, so it is refused rather than ignored.
-        progress: show a tqdm bar over epochs; None shows it only when stderr is a terminal.
-        optimizer: an optimizer over model's parameters to continue with (e.g. restored by
-            :func:`load_checkpoint`); None makes a fresh ``Adam(lr=lr)``.
+        bf16: run forward passes under bfloat16 autocast. CUDA only: a CPU bf16
+            autocast is slow on most CPUs and would change the chapters' stored
+            numbers, so it is refused rather than ignored.
+        progress: show a tqdm bar over epochs; None shows it only when stderr
+            is a terminal.
+        optimizer: an optimizer over model's parameters to continue with (e.g.
+            restored by :func:`load_checkpoint`); None makes a fresh
+            ``Adam(lr=lr)``.
     Returns:
-        dict with ``epoch_loss`` (list, token-weighted mean loss per epoch), ``step_loss`` (list, one
-        per batch), ``train_seconds``, ``tokens_per_s`` (non-pad target tokens per second) and
-        ``num_tokens``. The model is left in eval mode.
+        dict with ``epoch_loss`` (list, token-weighted mean loss per epoch),
+        ``step_loss`` (list, one per batch), ``train_seconds``,
+        ``tokens_per_s`` (non-pad target tokens per second) and ``num_tokens``.
+        The model is left in eval mode.
     Raises:
         ValueError: if num_epochs < 0, lr <= 0, or bf16 is asked for off CUDA.
     """
@@ -146,14 +205,13 @@ def train_seq2seq(
         raise ValueError(f"num_epochs must be >= 0, got {num_epochs}")
     if lr <= 0:
         raise ValueError(f"lr must be > 0, got {lr}")
-    pad = tgt_vocab_or_pad if isinstance(tgt_vocab_or_pad, int) else tgt_vocab_or_pad.pad
+    pad = getattr(tgt_vocab_or_pad, "pad", tgt_vocab_or_pad)
     device = _model_device(model) if device is None else torch.device(device)
     if bf16 and device.type != "cuda":
         raise ValueError(f"bf16=True needs a CUDA device, got {device}")
     model.to(device)
     if optimizer is None:
         optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
     show = sys.stderr.isatty() if progress is None else progress
     epoch_loss: list[float] = []
     step_loss: list[float] = []
@@ -164,7 +222,7 @@ def train_seq2seq(
         loss_sum, epoch_tokens = 0.0, 0
         for batch in train_iter:
             src, src_valid_len, tgt_in, tgt_out = (t.to(device) for t in batch)
-            with autocast():
+            with torch.autocast(device.type, torch.bfloat16, enabled=bf16):
                 Y_hat = model(src, tgt_in, src_valid_len)
             loss = masked_cross_entropy(Y_hat, tgt_out, pad)
             optimizer.zero_grad(set_to_none=True)
@@ -194,15 +252,23 @@ def train_seq2seq(
 # ----------------------------------------------------------------------------- checkpoints
 
 
-def save_checkpoint(path: str | os.PathLike, model: nn.Module, optimizer: torch.optim.Optimizer | None = None, **extra: Any) -> None:
-    """Write the model's (and optimizer's) state and ``extra`` to ``path`` atomically.
+def save_checkpoint(
+    path: str | os.PathLike,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer | None = None,
+    **extra: Any,
+) -> None:
+    """Write model and optimizer state and ``extra`` to ``path``, atomically.
 
-    The file is written next to ``path`` under a temporary name and then renamed, so a crash never
-    leaves a half-written checkpoint where a good one was.
+    The file is written next to ``path`` under a temporary name and then
+    renamed, so a crash never leaves a half-written checkpoint where a good one
+    was.
 
     Args:
-        path: destination file. model: its ``state_dict`` is saved. optimizer: saved too if given.
-        extra: plain data to store with it (numbers, strings, lists, dicts, tensors), e.g. settings.
+        path: destination file. model: its ``state_dict`` is saved. optimizer:
+            saved too if given.
+        extra: plain data to store with it (numbers, strings, lists, dicts,
+            tensors), e.g. settings.
     """
     path = Path(path)
     payload = {
@@ -210,7 +276,9 @@ def save_checkpoint(path: str | os.PathLike, model: nn.Module, optimizer: torch.
         "optimizer": None if optimizer is None else optimizer.state_dict(),
         "extra": extra,
     }
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp_name = tempfile.mkstemp(
+        dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
+    )
     try:
         with os.fdopen(fd, "wb") as handle:
             torch.save(payload, handle)
@@ -229,13 +297,15 @@ def load_checkpoint(
     optimizer: torch.optim.Optimizer | None = None,
     map_location: torch.device | str | None = None,
 ) -> dict[str, Any]:
-    """Load a checkpoint written by :func:`save_checkpoint` into ``model`` (and ``optimizer``).
+    """Load a :func:`save_checkpoint` file into ``model`` (and ``optimizer``).
 
     Loads with ``weights_only=True``: a checkpoint cannot run code.
 
     Args:
-        path: the file. model: receives the saved state (strictly: every key must match).
-        optimizer: receives the saved optimizer state if given. map_location: as in ``torch.load``.
+        path: the file. model: receives the saved state (strictly: every key
+            must match).
+        optimizer: receives the saved optimizer state if given. map_location:
+            as in ``torch.load``.
     Returns:
         The ``extra`` dict given to :func:`save_checkpoint`.
     Raises:

@@ -1,5 +1,6 @@
 """Tests for course_pkg.decode: greedy (cached = uncached), beam search (exact when exhaustive,
-beam 1 = greedy, finds what greedy misses), sequence scoring, translate, bad input."""
+beam 1 = greedy, finds what greedy misses), sequence scoring, translate, bad input.
+"""
 
 from __future__ import annotations
 
@@ -10,16 +11,32 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_pkg.decode import beam_search, cut_at_eos, greedy_decode, sequence_log_prob
-from course_pkg.seq2seq import Decoder, Encoder, EncoderDecoder, Seq2SeqAttentionDecoder, Seq2SeqDecoder, Seq2SeqEncoder
+from course_pkg.decode import (
+    beam_search,
+    cut_at_eos,
+    greedy_decode,
+    sequence_log_prob,
+)
+from course_pkg.seq2seq import (
+    Decoder,
+    Encoder,
+    EncoderDecoder,
+    Seq2SeqAttentionDecoder,
+    Seq2SeqDecoder,
+    Seq2SeqEncoder,
+)
 
 PAD, BOS, EOS = 0, 1, 2
 
 
-def gru_model(attention: bool, tgt_vocab: int = 7, seed: int = 0, scale: float = 3.0) -> EncoderDecoder:
+def gru_model(
+    attention: bool, tgt_vocab: int = 7, seed: int = 0, scale: float = 3.0
+) -> EncoderDecoder:
     """A random GRU model; output weights scaled up so its distributions are far from uniform."""
     torch.manual_seed(seed)
-    decoder = (Seq2SeqAttentionDecoder if attention else Seq2SeqDecoder)(tgt_vocab, 6, 12, 2)
+    decoder = (Seq2SeqAttentionDecoder if attention else Seq2SeqDecoder)(
+        tgt_vocab, 6, 12, 2
+    )
     model = EncoderDecoder(Seq2SeqEncoder(9, 6, 12, 2), decoder).double()
     with torch.no_grad():
         model.decoder.dense.weight.mul_(scale)
@@ -28,7 +45,9 @@ def gru_model(attention: bool, tgt_vocab: int = 7, seed: int = 0, scale: float =
 
 def source(batch_size=3, src_len=5, seed=0):
     gen = torch.Generator().manual_seed(seed)
-    return torch.randint(3, 9, (batch_size, src_len), generator=gen), torch.tensor([5, 2, 4, 1, 3][:batch_size])
+    return torch.randint(
+        3, 9, (batch_size, src_len), generator=gen
+    ), torch.tensor([5, 2, 4, 1, 3][:batch_size])
 
 
 class MarkovDecoder(Decoder):
@@ -59,7 +78,10 @@ def markov_model() -> EncoderDecoder:
     probs[4, EOS], probs[4, 5] = 0.95, 0.05
     probs[5, EOS] = 1.0
     probs[EOS, EOS] = probs[PAD, EOS] = 1.0
-    return EncoderDecoder(PassEncoder(), MarkovDecoder(torch.log(probs / probs.sum(-1, keepdim=True))))
+    return EncoderDecoder(
+        PassEncoder(),
+        MarkovDecoder(torch.log(probs / probs.sum(-1, keepdim=True))),
+    )
 
 
 # ----------------------------------------------------------------------------- greedy
@@ -70,12 +92,22 @@ def markov_model() -> EncoderDecoder:
 def test_greedy_cached_equals_uncached(attention, seed):
     model = gru_model(attention, seed=seed)
     src, valid_lens = source(seed=seed)
-    cached, cached_weights = greedy_decode(model, src, valid_lens, BOS, EOS, num_steps=8, use_cache=True)
-    uncached, uncached_weights = greedy_decode(model, src, valid_lens, BOS, EOS, num_steps=8, use_cache=False)
+    cached, cached_weights = greedy_decode(
+        model, src, valid_lens, BOS, EOS, num_steps=8, use_cache=True
+    )
+    uncached, uncached_weights = greedy_decode(
+        model, src, valid_lens, BOS, EOS, num_steps=8, use_cache=False
+    )
     assert torch.equal(cached, uncached)
     if attention:
-        assert cached_weights.shape == (src.shape[0], cached.shape[1], src.shape[1])
-        torch.testing.assert_close(cached_weights, uncached_weights, rtol=1e-10, atol=1e-12)
+        assert cached_weights.shape == (
+            src.shape[0],
+            cached.shape[1],
+            src.shape[1],
+        )
+        torch.testing.assert_close(
+            cached_weights, uncached_weights, rtol=1e-10, atol=1e-12
+        )
     else:
         assert cached_weights is None and uncached_weights is None
 
@@ -85,22 +117,34 @@ def test_greedy_picks_the_argmax_of_the_teacher_forced_scores(attention):
     model = gru_model(attention, seed=3)
     src, valid_lens = source()
     tokens, _ = greedy_decode(model, src, valid_lens, BOS, EOS, num_steps=8)
-    dec_in = torch.cat((torch.full_like(tokens[:, :1], BOS), tokens[:, :-1]), dim=1)
+    dec_in = torch.cat(
+        (torch.full_like(tokens[:, :1], BOS), tokens[:, :-1]), dim=1
+    )
     argmax = model(src, dec_in, valid_lens).argmax(-1)
     for row, best in zip(tokens.tolist(), argmax.tolist()):
-        kept = len(cut_at_eos(row, EOS)) + (EOS in row)  # up to and including the first <eos>
+        kept = len(cut_at_eos(row, EOS)) + (
+            EOS in row
+        )  # up to and including the first <eos>
         assert row[:kept] == best[:kept]
 
 
 def test_greedy_stops_at_eos_and_fills_with_eos():
     model = markov_model()
     src = torch.zeros(2, 3, dtype=torch.long)
-    tokens, weights = greedy_decode(model, src, torch.tensor([3, 3]), BOS, EOS, num_steps=10)
+    tokens, weights = greedy_decode(
+        model, src, torch.tensor([3, 3]), BOS, EOS, num_steps=10
+    )
     assert tokens.tolist() == [[3, EOS], [3, EOS]] and weights is None
     # a row that starts from another state: force it by a model whose <bos> row leads to 'b', 'c'
-    model.decoder.log_probs.data[BOS] = torch.log(torch.tensor([1e-9, 1e-9, 1e-9, 1e-9, 1.0, 1e-9], dtype=torch.float64))
-    model.decoder.log_probs.data[4] = torch.log(torch.tensor([1e-9, 1e-9, 0.1, 1e-9, 1e-9, 0.9], dtype=torch.float64))
-    tokens, _ = greedy_decode(model, src, torch.tensor([3, 3]), BOS, EOS, num_steps=2)
+    model.decoder.log_probs.data[BOS] = torch.log(
+        torch.tensor([1e-9, 1e-9, 1e-9, 1e-9, 1.0, 1e-9], dtype=torch.float64)
+    )
+    model.decoder.log_probs.data[4] = torch.log(
+        torch.tensor([1e-9, 1e-9, 0.1, 1e-9, 1e-9, 0.9], dtype=torch.float64)
+    )
+    tokens, _ = greedy_decode(
+        model, src, torch.tensor([3, 3]), BOS, EOS, num_steps=2
+    )
     assert tokens.tolist() == [[4, 5], [4, 5]]  # out of steps before <eos>
 
 
@@ -120,15 +164,28 @@ def test_greedy_eos_fill_in_a_mixed_batch():
             self.short, self.long = table(5, EOS), table(3, 4, EOS)
 
         def init_state(self, enc_all_outputs, *args):
-            return enc_all_outputs[:, :1].bool()  # (B, 1): which table each row follows
+            return enc_all_outputs[
+                :, :1
+            ].bool()  # (B, 1): which table each row follows
 
         def forward(self, X, state):
-            return torch.where(state[..., None], self.long[X], self.short[X]), state
+            return (
+                torch.where(state[..., None], self.long[X], self.short[X]),
+                state,
+            )
 
     model = EncoderDecoder(PassEncoder(), TwoTables())
     src = torch.tensor([[0, 0], [1, 0]])
     for use_cache in (True, False):
-        tokens, _ = greedy_decode(model, src, torch.tensor([2, 2]), BOS, EOS, num_steps=6, use_cache=use_cache)
+        tokens, _ = greedy_decode(
+            model,
+            src,
+            torch.tensor([2, 2]),
+            BOS,
+            EOS,
+            num_steps=6,
+            use_cache=use_cache,
+        )
         assert tokens.tolist() == [[5, EOS, EOS], [3, 4, EOS]]
 
 
@@ -147,19 +204,28 @@ def test_decoding_restores_training_mode():
 def test_sequence_log_prob_matches_step_by_step_scores():
     model = gru_model(True, seed=4)
     src, valid_lens = source()
-    tokens = torch.tensor([[3, 4, EOS, EOS], [5, 6, 3, 4], [EOS, EOS, EOS, EOS]])
+    tokens = torch.tensor(
+        [[3, 4, EOS, EOS], [5, 6, 3, 4], [EOS, EOS, EOS, EOS]]
+    )
     expected = []
     with torch.no_grad():
         for b in range(3):
-            state = model.decoder.init_state(model.encoder(src[b : b + 1], valid_lens[b : b + 1]), valid_lens[b : b + 1])
+            state = model.decoder.init_state(
+                model.encoder(src[b : b + 1], valid_lens[b : b + 1]),
+                valid_lens[b : b + 1],
+            )
             previous, total = BOS, 0.0
-            for token in cut_at_eos(tokens[b].tolist(), EOS) + ([EOS] if EOS in tokens[b].tolist() else []):
+            for token in cut_at_eos(tokens[b].tolist(), EOS) + (
+                [EOS] if EOS in tokens[b].tolist() else []
+            ):
                 Y, state = model.decoder(torch.tensor([[previous]]), state)
                 total += F.log_softmax(Y[0, -1], -1)[token].item()
                 previous = token
             expected.append(total)
     ours = sequence_log_prob(model, src, valid_lens, tokens, BOS, EOS)
-    torch.testing.assert_close(ours, torch.tensor(expected, dtype=ours.dtype), rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(
+        ours, torch.tensor(expected, dtype=ours.dtype), rtol=1e-10, atol=1e-10
+    )
 
 
 # ----------------------------------------------------------------------------- beam search
@@ -171,16 +237,25 @@ def test_beam_of_one_is_greedy(attention, alpha):
     model = gru_model(attention, seed=5)
     src, valid_lens = source()
     greedy, _ = greedy_decode(model, src, valid_lens, BOS, EOS, num_steps=7)
-    beam = beam_search(model, src, valid_lens, BOS, EOS, num_steps=7, beam_size=1, alpha=alpha)
+    beam = beam_search(
+        model, src, valid_lens, BOS, EOS, num_steps=7, beam_size=1, alpha=alpha
+    )
     assert torch.equal(beam, greedy)
 
 
 def _all_hypotheses(vocab: int, num_steps: int) -> list[list[int]]:
     hypotheses = []
     for length in range(1, num_steps + 1):
-        for body in itertools.product([t for t in range(vocab) if t != EOS], repeat=length - 1):
+        for body in itertools.product(
+            [t for t in range(vocab) if t != EOS], repeat=length - 1
+        ):
             hypotheses.append(list(body) + [EOS])
-    hypotheses += [list(body) for body in itertools.product([t for t in range(vocab) if t != EOS], repeat=num_steps)]
+    hypotheses += [
+        list(body)
+        for body in itertools.product(
+            [t for t in range(vocab) if t != EOS], repeat=num_steps
+        )
+    ]
     return hypotheses
 
 
@@ -192,12 +267,34 @@ def test_exhaustive_beam_finds_the_best_sequence(alpha, seed):
     model = gru_model(True, tgt_vocab=vocab, seed=seed)
     src, valid_lens = source(batch_size=1, seed=seed)
     hypotheses = _all_hypotheses(vocab, num_steps)
-    padded = torch.tensor([h + [EOS] * (num_steps - len(h)) for h in hypotheses])
-    log_probs = sequence_log_prob(model, src.expand(len(hypotheses), -1), valid_lens.expand(len(hypotheses)), padded, BOS, EOS)
-    normalised = [lp / len(h) ** alpha for lp, h in zip(log_probs.tolist(), hypotheses)]
+    padded = torch.tensor(
+        [h + [EOS] * (num_steps - len(h)) for h in hypotheses]
+    )
+    log_probs = sequence_log_prob(
+        model,
+        src.expand(len(hypotheses), -1),
+        valid_lens.expand(len(hypotheses)),
+        padded,
+        BOS,
+        EOS,
+    )
+    normalised = [
+        lp / len(h) ** alpha for lp, h in zip(log_probs.tolist(), hypotheses)
+    ]
     best = max(range(len(hypotheses)), key=normalised.__getitem__)
-    beam = beam_search(model, src, valid_lens, BOS, EOS, num_steps, beam_size=vocab**num_steps, alpha=alpha)
-    assert cut_at_eos(beam[0].tolist(), EOS) == cut_at_eos(hypotheses[best], EOS)
+    beam = beam_search(
+        model,
+        src,
+        valid_lens,
+        BOS,
+        EOS,
+        num_steps,
+        beam_size=vocab**num_steps,
+        alpha=alpha,
+    )
+    assert cut_at_eos(beam[0].tolist(), EOS) == cut_at_eos(
+        hypotheses[best], EOS
+    )
     assert (EOS in beam[0].tolist()) == (EOS in hypotheses[best])
 
 
@@ -205,9 +302,14 @@ def test_beam_finds_what_greedy_misses():
     model = markov_model()
     src, valid_lens = torch.zeros(1, 2, dtype=torch.long), torch.tensor([2])
     greedy, _ = greedy_decode(model, src, valid_lens, BOS, EOS, num_steps=5)
-    beam = beam_search(model, src, valid_lens, BOS, EOS, num_steps=5, beam_size=2, alpha=0.0)
+    beam = beam_search(
+        model, src, valid_lens, BOS, EOS, num_steps=5, beam_size=2, alpha=0.0
+    )
     assert greedy.tolist() == [[3, EOS]] and beam.tolist() == [[4, EOS]]
-    greedy_lp, beam_lp = (sequence_log_prob(model, src, valid_lens, t, BOS, EOS).item() for t in (greedy, beam))
+    greedy_lp, beam_lp = (
+        sequence_log_prob(model, src, valid_lens, t, BOS, EOS).item()
+        for t in (greedy, beam)
+    )
     assert greedy_lp == pytest.approx(math.log(0.55 * 0.34), rel=1e-6)
     assert beam_lp == pytest.approx(math.log(0.45 * 0.95), rel=1e-6)
 
@@ -215,12 +317,22 @@ def test_beam_finds_what_greedy_misses():
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_exhaustive_beam_scores_at_least_greedy(seed):
     """beam log p >= greedy log p (alpha = 0). Certain for an exhaustive beam (exact search); for a
-    narrow beam it is usual but not guaranteed (greedy's prefix can fall out of the beam)."""
+    narrow beam it is usual but not guaranteed (greedy's prefix can fall out of the beam).
+    """
     vocab, num_steps = 5, 3
     model = gru_model(False, tgt_vocab=vocab, seed=seed)
     src, valid_lens = source(batch_size=2, seed=seed)
     greedy, _ = greedy_decode(model, src, valid_lens, BOS, EOS, num_steps)
-    beam = beam_search(model, src, valid_lens, BOS, EOS, num_steps, beam_size=vocab**num_steps, alpha=0.0)
+    beam = beam_search(
+        model,
+        src,
+        valid_lens,
+        BOS,
+        EOS,
+        num_steps,
+        beam_size=vocab**num_steps,
+        alpha=0.0,
+    )
     greedy_lp = sequence_log_prob(model, src, valid_lens, greedy, BOS, EOS)
     beam_lp = sequence_log_prob(model, src, valid_lens, beam, BOS, EOS)
     assert torch.all(beam_lp >= greedy_lp - 1e-12)
@@ -231,8 +343,18 @@ def test_beam_rows_are_searched_independently():
     src, valid_lens = source()
     together = beam_search(model, src, valid_lens, BOS, EOS, 6, beam_size=3)
     for b in range(src.shape[0]):
-        alone = beam_search(model, src[b : b + 1], valid_lens[b : b + 1], BOS, EOS, 6, beam_size=3)
-        assert cut_at_eos(alone[0].tolist(), EOS) == cut_at_eos(together[b].tolist(), EOS)
+        alone = beam_search(
+            model,
+            src[b : b + 1],
+            valid_lens[b : b + 1],
+            BOS,
+            EOS,
+            6,
+            beam_size=3,
+        )
+        assert cut_at_eos(alone[0].tolist(), EOS) == cut_at_eos(
+            together[b].tolist(), EOS
+        )
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -255,7 +377,14 @@ def test_decoders_refuse_bad_sources(src, valid_lens, error):
         beam_search(model, src, valid_lens, BOS, EOS, 3, beam_size=2)
 
 
-@pytest.mark.parametrize("kwargs, words", [({"num_steps": 0}, "num_steps"), ({"beam_size": 0}, "beam_size"), ({"alpha": -1.0}, "alpha")])
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"num_steps": 0}, "num_steps"),
+        ({"beam_size": 0}, "beam_size"),
+        ({"alpha": -1.0}, "alpha"),
+    ],
+)
 def test_beam_refuses_bad_settings(kwargs, words):
     src, valid_lens = source()
     arguments = {"num_steps": 3, "beam_size": 2, "alpha": 0.75} | kwargs
@@ -263,7 +392,14 @@ def test_beam_refuses_bad_settings(kwargs, words):
         beam_search(gru_model(False), src, valid_lens, BOS, EOS, **arguments)
     if "num_steps" in kwargs:
         with pytest.raises(ValueError, match=words):
-            greedy_decode(gru_model(False), src, valid_lens, BOS, EOS, kwargs["num_steps"])
+            greedy_decode(
+                gru_model(False),
+                src,
+                valid_lens,
+                BOS,
+                EOS,
+                kwargs["num_steps"],
+            )
 
 
 # ----------------------------------------------------------------------------- translate
@@ -273,19 +409,44 @@ def test_translate_runs_the_pipeline_from_strings():
     from course_pkg.data import Vocab, build_arrays, tokenize_pairs
     from course_pkg.decode import translate
 
-    pairs = [("i see the cat .", "je vois le chat ."), ("the dog sleeps .", "le chien dort ."), ("we read .", "nous lisons .")]
+    pairs = [
+        ("i see the cat .", "je vois le chat ."),
+        ("the dog sleeps .", "le chien dort ."),
+        ("we read .", "nous lisons ."),
+    ]
     src_tokens, tgt_tokens = tokenize_pairs(pairs)
     src_vocab, tgt_vocab = Vocab(src_tokens), Vocab(tgt_tokens)
     torch.manual_seed(0)
     model = EncoderDecoder(
-        Seq2SeqEncoder(len(src_vocab), 6, 12, 1), Seq2SeqAttentionDecoder(len(tgt_vocab), 6, 12, 1)
+        Seq2SeqEncoder(len(src_vocab), 6, 12, 1),
+        Seq2SeqAttentionDecoder(len(tgt_vocab), 6, 12, 1),
     )
-    src, src_valid_len, _, _ = build_arrays(pairs, src_vocab, tgt_vocab, num_steps=6)
+    src, src_valid_len, _, _ = build_arrays(
+        pairs, src_vocab, tgt_vocab, num_steps=6
+    )
     sentences = [en for en, _ in pairs]
     for beam_size in (1, 2):
         if beam_size == 1:
-            tokens, _ = greedy_decode(model, src, src_valid_len, tgt_vocab.bos, tgt_vocab.eos, 6)
+            tokens, _ = greedy_decode(
+                model, src, src_valid_len, tgt_vocab.bos, tgt_vocab.eos, 6
+            )
         else:
-            tokens = beam_search(model, src, src_valid_len, tgt_vocab.bos, tgt_vocab.eos, 6, beam_size)
-        expected = [[tgt_vocab.idx_to_token[i] for i in cut_at_eos(row, tgt_vocab.eos)] for row in tokens.tolist()]
-        assert translate(model, sentences, src_vocab, tgt_vocab, 6, beam_size=beam_size) == expected
+            tokens = beam_search(
+                model,
+                src,
+                src_valid_len,
+                tgt_vocab.bos,
+                tgt_vocab.eos,
+                6,
+                beam_size,
+            )
+        expected = [
+            [tgt_vocab.idx_to_token[i] for i in cut_at_eos(row, tgt_vocab.eos)]
+            for row in tokens.tolist()
+        ]
+        assert (
+            translate(
+                model, sentences, src_vocab, tgt_vocab, 6, beam_size=beam_size
+            )
+            == expected
+        )

@@ -47,7 +47,9 @@ class D2LBookDecoder(d2l.Decoder):
         embs = self.embedding(X.t().long())
         enc_output, hidden_state = state
         context = enc_output[-1].repeat(embs.shape[0], 1, 1)
-        outputs, hidden_state = self.rnn(torch.cat((embs, context), -1), hidden_state)
+        outputs, hidden_state = self.rnn(
+            torch.cat((embs, context), -1), hidden_state
+        )
         return self.dense(outputs).swapaxes(0, 1), [enc_output, hidden_state]
 
 
@@ -70,7 +72,9 @@ class D2LBookAttentionDecoder(d2l.AttentionDecoder):
         outputs, self._weights = [], []
         for x in self.embedding(X).permute(1, 0, 2):
             query = hidden_state[-1].unsqueeze(1)
-            context = self.attention(query, enc_outputs, enc_outputs, enc_valid_lens)
+            context = self.attention(
+                query, enc_outputs, enc_outputs, enc_valid_lens
+            )
             x = torch.cat((context, x.unsqueeze(1)), dim=-1)
             out, hidden_state = self.rnn(x.permute(1, 0, 2), hidden_state)
             outputs.append(out)
@@ -85,7 +89,10 @@ class D2LBookAttentionDecoder(d2l.AttentionDecoder):
 
 def _copy_from_reference(ours: nn.Module, reference: nn.Module) -> None:
     """Load the reference's weights into ours (d2l.GRU nests its nn.GRU one level deeper)."""
-    state = {key.replace("rnn.rnn.", "rnn."): value for key, value in reference.state_dict().items()}
+    state = {
+        key.replace("rnn.rnn.", "rnn."): value
+        for key, value in reference.state_dict().items()
+    }
     ours.load_state_dict(state, strict=True)
 
 
@@ -111,7 +118,9 @@ def test_encoder_matches_d2l(num_layers):
     our_outputs, our_state = ours(src)
     assert our_outputs.shape == (src.shape[1], src.shape[0], HIDDEN)
     assert our_state.shape == (num_layers, src.shape[0], HIDDEN)
-    torch.testing.assert_close(our_outputs, their_outputs, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        our_outputs, their_outputs, rtol=1e-12, atol=1e-12
+    )
     torch.testing.assert_close(our_state, their_state, rtol=1e-12, atol=1e-12)
 
 
@@ -122,55 +131,93 @@ def test_decoder_matches_d2l_book_decoder(num_layers):
     reference = D2LBookDecoder(TGT_V, EMBED, HIDDEN, num_layers).double()
     src, tgt, valid_lens = _batch()
     enc_all_outputs = encoder(src)
-    reference(tgt, reference.init_state(enc_all_outputs))  # materialise LazyLinear
+    reference(
+        tgt, reference.init_state(enc_all_outputs)
+    )  # materialise LazyLinear
     ours = Seq2SeqDecoder(TGT_V, EMBED, HIDDEN, num_layers).double()
     _copy_from_reference(ours, reference)
-    their_Y, (_, their_hidden) = reference(tgt, reference.init_state(enc_all_outputs, valid_lens))
-    our_Y, (_, our_hidden) = ours(tgt, ours.init_state(enc_all_outputs, valid_lens))
+    their_Y, (_, their_hidden) = reference(
+        tgt, reference.init_state(enc_all_outputs, valid_lens)
+    )
+    our_Y, (_, our_hidden) = ours(
+        tgt, ours.init_state(enc_all_outputs, valid_lens)
+    )
     assert our_Y.shape == (src.shape[0], tgt.shape[1], TGT_V)
     torch.testing.assert_close(our_Y, their_Y, rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(our_hidden, their_hidden, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        our_hidden, their_hidden, rtol=1e-12, atol=1e-12
+    )
 
 
 @pytest.mark.parametrize("num_layers", [1, 2])
 def test_attention_decoder_matches_d2l_book_decoder(num_layers):
     torch.manual_seed(0)
     encoder = d2l.Seq2SeqEncoder(SRC_V, EMBED, HIDDEN, num_layers).double()
-    reference = D2LBookAttentionDecoder(TGT_V, EMBED, HIDDEN, num_layers).double()
+    reference = D2LBookAttentionDecoder(
+        TGT_V, EMBED, HIDDEN, num_layers
+    ).double()
     src, tgt, valid_lens = _batch()
     enc_all_outputs = encoder(src)
-    reference(tgt, reference.init_state(enc_all_outputs, valid_lens))  # materialise LazyLinear
+    reference(
+        tgt, reference.init_state(enc_all_outputs, valid_lens)
+    )  # materialise LazyLinear
     ours = Seq2SeqAttentionDecoder(TGT_V, EMBED, HIDDEN, num_layers).double()
     _copy_from_reference(ours, reference)
-    their_Y, their_state = reference(tgt, reference.init_state(enc_all_outputs, valid_lens))
+    their_Y, their_state = reference(
+        tgt, reference.init_state(enc_all_outputs, valid_lens)
+    )
     our_Y, our_state = ours(tgt, ours.init_state(enc_all_outputs, valid_lens))
     torch.testing.assert_close(our_Y, their_Y, rtol=1e-10, atol=1e-12)
-    torch.testing.assert_close(our_state[1], their_state[1], rtol=1e-10, atol=1e-12)
-    their_weights = torch.cat(reference.attention_weights, dim=1)  # (B, T, T_src)
-    assert ours.attention_weights.shape == (src.shape[0], tgt.shape[1], src.shape[1])
-    torch.testing.assert_close(ours.attention_weights, their_weights, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(
+        our_state[1], their_state[1], rtol=1e-10, atol=1e-12
+    )
+    their_weights = torch.cat(
+        reference.attention_weights, dim=1
+    )  # (B, T, T_src)
+    assert ours.attention_weights.shape == (
+        src.shape[0],
+        tgt.shape[1],
+        src.shape[1],
+    )
+    torch.testing.assert_close(
+        ours.attention_weights, their_weights, rtol=1e-10, atol=1e-12
+    )
 
 
 # ----------------------------------------------------------------------------- the decoder contract
 
 
 def _model(kind: str, num_layers: int = 2) -> EncoderDecoder:
-    decoder_class = Seq2SeqDecoder if kind == "plain" else Seq2SeqAttentionDecoder
+    decoder_class = (
+        Seq2SeqDecoder if kind == "plain" else Seq2SeqAttentionDecoder
+    )
     return EncoderDecoder(
-        Seq2SeqEncoder(SRC_V, EMBED, HIDDEN, num_layers), decoder_class(TGT_V, EMBED, HIDDEN, num_layers)
+        Seq2SeqEncoder(SRC_V, EMBED, HIDDEN, num_layers),
+        decoder_class(TGT_V, EMBED, HIDDEN, num_layers),
     ).double()
 
 
 @pytest.mark.parametrize("kind", ["plain", "attention"])
 @settings(max_examples=15, deadline=None)
-@given(batch_size=st.integers(1, 4), src_len=st.integers(1, 6), tgt_len=st.integers(1, 6), seed=st.integers(0, 10**6))
-def test_step_by_step_equals_whole_prefix(kind, batch_size, src_len, tgt_len, seed):
+@given(
+    batch_size=st.integers(1, 4),
+    src_len=st.integers(1, 6),
+    tgt_len=st.integers(1, 6),
+    seed=st.integers(0, 10**6),
+)
+def test_step_by_step_equals_whole_prefix(
+    kind, batch_size, src_len, tgt_len, seed
+):
     torch.manual_seed(0)
     model = _model(kind)
     src, tgt, valid_lens = _batch(batch_size, src_len, tgt_len, seed)
     enc_all_outputs = model.encoder(src, valid_lens)
-    whole, _ = model.decoder(tgt, model.decoder.init_state(enc_all_outputs, valid_lens))
-    whole_weights = model.decoder.attention_weights if kind == "attention" else None
+    whole, _ = model.decoder(
+        tgt, model.decoder.init_state(enc_all_outputs, valid_lens)
+    )
+    whole_weights = (
+        model.decoder.attention_weights if kind == "attention" else None
+    )
     state = model.decoder.init_state(enc_all_outputs, valid_lens)
     steps, step_weights = [], []
     for t in range(tgt_len):
@@ -178,17 +225,29 @@ def test_step_by_step_equals_whole_prefix(kind, batch_size, src_len, tgt_len, se
         steps.append(Y)
         if kind == "attention":
             step_weights.append(model.decoder.attention_weights)
-    torch.testing.assert_close(torch.cat(steps, dim=1), whole, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        torch.cat(steps, dim=1), whole, rtol=1e-12, atol=1e-12
+    )
     if kind == "attention":
-        torch.testing.assert_close(torch.cat(step_weights, dim=1), whole_weights, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(
+            torch.cat(step_weights, dim=1),
+            whole_weights,
+            rtol=1e-12,
+            atol=1e-12,
+        )
 
 
 def test_encoder_decoder_forward_equals_manual_pipeline():
     torch.manual_seed(0)
     model = _model("attention")
     src, tgt, valid_lens = _batch()
-    manual, _ = model.decoder(tgt, model.decoder.init_state(model.encoder(src, valid_lens), valid_lens))
-    torch.testing.assert_close(model(src, tgt, valid_lens), manual, rtol=0, atol=0)
+    manual, _ = model.decoder(
+        tgt,
+        model.decoder.init_state(model.encoder(src, valid_lens), valid_lens),
+    )
+    torch.testing.assert_close(
+        model(src, tgt, valid_lens), manual, rtol=0, atol=0
+    )
 
 
 # ----------------------------------------------------------------------------- attention masking
@@ -205,12 +264,18 @@ def test_attention_ignores_source_padding():
     tgt = torch.randint(0, TGT_V, (batch_size, 5))
     Y, _ = decoder(tgt, decoder.init_state((outputs, state), valid_lens))
     weights = decoder.attention_weights
-    pads = torch.arange(src_len)[None, None, :] >= valid_lens[:, None, None]  # (B, 1, T_src)
+    pads = (
+        torch.arange(src_len)[None, None, :] >= valid_lens[:, None, None]
+    )  # (B, 1, T_src)
     assert torch.all(weights.masked_select(pads.expand_as(weights)) == 0)
-    torch.testing.assert_close(weights.sum(-1), torch.ones(batch_size, 5, dtype=torch.float64))
+    torch.testing.assert_close(
+        weights.sum(-1), torch.ones(batch_size, 5, dtype=torch.float64)
+    )
     changed = outputs.clone()
     changed[pads.squeeze(1).t()] = 1e3  # (T_src, B) positions that are padding
-    Y_changed, _ = decoder(tgt, decoder.init_state((changed, state), valid_lens))
+    Y_changed, _ = decoder(
+        tgt, decoder.init_state((changed, state), valid_lens)
+    )
     torch.testing.assert_close(Y_changed, Y, rtol=0, atol=0)
 
 
@@ -218,7 +283,10 @@ def test_attention_decoder_without_valid_lens_attends_everywhere():
     torch.manual_seed(0)
     decoder = Seq2SeqAttentionDecoder(TGT_V, EMBED, HIDDEN, 1)
     outputs, state = torch.randn(4, 2, HIDDEN), torch.randn(1, 2, HIDDEN)
-    decoder(torch.zeros(2, 3, dtype=torch.long), decoder.init_state((outputs, state)))
+    decoder(
+        torch.zeros(2, 3, dtype=torch.long),
+        decoder.init_state((outputs, state)),
+    )
     assert torch.all(decoder.attention_weights > 0)
 
 
@@ -234,7 +302,10 @@ def test_forward_backward_on_device(kind, device):
     Y = model(src, tgt, valid_lens)
     assert Y.shape == (2, 4, TGT_V) and Y.device.type == device.type
     Y.sum().backward()
-    assert all(p.grad is not None and p.grad.device.type == device.type for p in model.parameters())
+    assert all(
+        p.grad is not None and p.grad.device.type == device.type
+        for p in model.parameters()
+    )
     if kind == "attention":
         assert model.decoder.attention_weights.shape == (2, 4, 5)
 
@@ -243,7 +314,12 @@ def test_int32_ids_accepted_and_equal_to_int64():
     torch.manual_seed(0)
     model = _model("attention")
     src, tgt, valid_lens = _batch()
-    torch.testing.assert_close(model(src.int(), tgt.int(), valid_lens), model(src, tgt, valid_lens), rtol=0, atol=0)
+    torch.testing.assert_close(
+        model(src.int(), tgt.int(), valid_lens),
+        model(src, tgt, valid_lens),
+        rtol=0,
+        atol=0,
+    )
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -269,7 +345,9 @@ def test_encoder_refuses_bad_ids(src, error, words):
     assert words in str(info.value)
 
 
-@pytest.mark.parametrize("decoder_class", [Seq2SeqDecoder, Seq2SeqAttentionDecoder])
+@pytest.mark.parametrize(
+    "decoder_class", [Seq2SeqDecoder, Seq2SeqAttentionDecoder]
+)
 def test_decoders_refuse_bad_ids_and_mismatched_state(decoder_class):
     decoder = decoder_class(TGT_V, EMBED, HIDDEN, 2)
     encoder = Seq2SeqEncoder(SRC_V, EMBED, HIDDEN, 2)
@@ -281,15 +359,23 @@ def test_decoders_refuse_bad_ids_and_mismatched_state(decoder_class):
         decoder(torch.zeros(3, dtype=torch.long), state)
     with pytest.raises(ValueError, match=f"0, {TGT_V}"):
         decoder(torch.full((3, 2), TGT_V), state)
-    with pytest.raises(ValueError, match=r"state.s .*\(2, "):  # batch of 2 against a state for 3
+    with pytest.raises(
+        ValueError, match=r"state.s .*\(2, "
+    ):  # batch of 2 against a state for 3
         decoder(torch.zeros(2, 2, dtype=torch.long), state)
     wrong_layers = Seq2SeqEncoder(SRC_V, EMBED, HIDDEN, 1)
     with pytest.raises(ValueError, match=r"\(L, B, D\)"):
-        decoder(torch.zeros(3, 2, dtype=torch.long), decoder.init_state(wrong_layers(src), torch.tensor([5, 5, 5])))
+        decoder(
+            torch.zeros(3, 2, dtype=torch.long),
+            decoder.init_state(wrong_layers(src), torch.tensor([5, 5, 5])),
+        )
 
 
 def test_attention_decoder_refuses_too_long_valid_lens():
     decoder = Seq2SeqAttentionDecoder(TGT_V, EMBED, HIDDEN, 1)
     outputs, state = torch.randn(4, 2, HIDDEN), torch.randn(1, 2, HIDDEN)
     with pytest.raises(ValueError, match="valid_lens"):
-        decoder(torch.zeros(2, 3, dtype=torch.long), decoder.init_state((outputs, state), torch.tensor([4, 5])))
+        decoder(
+            torch.zeros(2, 3, dtype=torch.long),
+            decoder.init_state((outputs, state), torch.tensor([4, 5])),
+        )

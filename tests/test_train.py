@@ -10,8 +10,19 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_pkg.seq2seq import EncoderDecoder, Seq2SeqAttentionDecoder, Seq2SeqDecoder, Seq2SeqEncoder
-from course_pkg.train import SETTINGS, load_checkpoint, masked_cross_entropy, save_checkpoint, train_seq2seq
+from course_pkg.seq2seq import (
+    EncoderDecoder,
+    Seq2SeqAttentionDecoder,
+    Seq2SeqDecoder,
+    Seq2SeqEncoder,
+)
+from course_pkg.train import (
+    SETTINGS,
+    load_checkpoint,
+    masked_cross_entropy,
+    save_checkpoint,
+    train_seq2seq,
+)
 
 PAD, BOS, EOS, V = 0, 1, 2, 9
 
@@ -20,47 +31,75 @@ PAD, BOS, EOS, V = 0, 1, 2, 9
 
 
 @settings(max_examples=40, deadline=None)
-@given(batch_size=st.integers(1, 4), steps=st.integers(1, 6), vocab=st.integers(2, 7), seed=st.integers(0, 10**6))
-def test_masked_cross_entropy_equals_torch_ignore_index(batch_size, steps, vocab, seed):
+@given(
+    batch_size=st.integers(1, 4),
+    steps=st.integers(1, 6),
+    vocab=st.integers(2, 7),
+    seed=st.integers(0, 10**6),
+)
+def test_masked_cross_entropy_equals_torch_ignore_index(
+    batch_size, steps, vocab, seed
+):
     gen = torch.Generator().manual_seed(seed)
-    Y_hat = torch.randn(batch_size, steps, vocab, generator=gen, dtype=torch.float64)
+    Y_hat = torch.randn(
+        batch_size, steps, vocab, generator=gen, dtype=torch.float64
+    )
     Y = torch.randint(0, vocab, (batch_size, steps), generator=gen)
     Y[0, 0] = 1  # at least one real token (pad = 0 below)
     ours = masked_cross_entropy(Y_hat, Y, pad=0)
     theirs = F.cross_entropy(Y_hat.transpose(1, 2).float(), Y, ignore_index=0)
-    torch.testing.assert_close(ours, theirs.to(ours.dtype), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(
+        ours, theirs.to(ours.dtype), rtol=1e-5, atol=1e-6
+    )
 
 
 def test_padding_positions_change_nothing():
     torch.manual_seed(0)
     Y_hat = torch.randn(3, 5, V, requires_grad=True)
-    Y = torch.tensor([[4, 5, EOS, PAD, PAD], [6, EOS, PAD, PAD, PAD], [3, 4, 5, 6, EOS]])
+    Y = torch.tensor(
+        [[4, 5, EOS, PAD, PAD], [6, EOS, PAD, PAD, PAD], [3, 4, 5, 6, EOS]]
+    )
     loss = masked_cross_entropy(Y_hat, Y, PAD)
     (grad,) = torch.autograd.grad(loss, Y_hat)
     is_pad = (Y == PAD).unsqueeze(-1).expand_as(Y_hat)
-    changed = torch.where(is_pad, torch.randn_like(Y_hat) * 100, Y_hat.detach()).requires_grad_()
+    changed = torch.where(
+        is_pad, torch.randn_like(Y_hat) * 100, Y_hat.detach()
+    ).requires_grad_()
     changed_loss = masked_cross_entropy(changed, Y, PAD)
     (changed_grad,) = torch.autograd.grad(changed_loss, changed)
     assert changed_loss.item() == loss.item()
     assert torch.equal(changed_grad, grad)
     assert torch.all(grad[is_pad] == 0)
-    with_inf = torch.where(is_pad, torch.full_like(Y_hat, float("inf")), Y_hat.detach())
+    with_inf = torch.where(
+        is_pad, torch.full_like(Y_hat, float("inf")), Y_hat.detach()
+    )
     assert masked_cross_entropy(with_inf, Y, PAD).item() == loss.item()
 
 
 def test_mean_is_over_real_tokens_not_all_positions():
     Y_hat = torch.zeros(1, 4, V)  # uniform: every real token costs log V
     Y = torch.tensor([[4, EOS, PAD, PAD]])
-    torch.testing.assert_close(masked_cross_entropy(Y_hat, Y, PAD), torch.log(torch.tensor(float(V))))
+    torch.testing.assert_close(
+        masked_cross_entropy(Y_hat, Y, PAD), torch.log(torch.tensor(float(V)))
+    )
 
 
 def test_all_padding_gives_zero_not_nan():
-    assert float(masked_cross_entropy(torch.randn(2, 3, V), torch.full((2, 3), PAD), PAD)) == 0.0
+    assert (
+        float(
+            masked_cross_entropy(
+                torch.randn(2, 3, V), torch.full((2, 3), PAD), PAD
+            )
+        )
+        == 0.0
+    )
 
 
 def test_masked_cross_entropy_on_device(device):
     Y_hat = torch.randn(2, 3, V, device=device, requires_grad=True)
-    loss = masked_cross_entropy(Y_hat, torch.zeros(2, 3, dtype=torch.long, device=device), PAD)
+    loss = masked_cross_entropy(
+        Y_hat, torch.zeros(2, 3, dtype=torch.long, device=device), PAD
+    )
     loss.backward()
     assert loss.shape == () and Y_hat.grad.device.type == device.type
 
@@ -69,7 +108,11 @@ def test_masked_cross_entropy_on_device(device):
     "Y_hat, Y, error",
     [
         (torch.randn(2, 3), torch.zeros(2, 3, dtype=torch.long), ValueError),
-        (torch.randn(2, 3, V), torch.zeros(2, 4, dtype=torch.long), ValueError),
+        (
+            torch.randn(2, 3, V),
+            torch.zeros(2, 4, dtype=torch.long),
+            ValueError,
+        ),
         (torch.randn(2, 3, V), torch.zeros(2, 3), TypeError),
         (torch.randn(2, 3, V), torch.zeros(2, 3, dtype=torch.bool), TypeError),
     ],
@@ -102,7 +145,9 @@ def copy_task_batches(num_batches=6, batch_size=8, num_steps=6, seed=0):
 
 def tiny_model(attention=False, seed=0):
     torch.manual_seed(seed)
-    decoder = (Seq2SeqAttentionDecoder if attention else Seq2SeqDecoder)(V, 8, 16, 1)
+    decoder = (Seq2SeqAttentionDecoder if attention else Seq2SeqDecoder)(
+        V, 8, 16, 1
+    )
     return EncoderDecoder(Seq2SeqEncoder(V, 8, 16, 1), decoder)
 
 
@@ -110,21 +155,41 @@ def tiny_model(attention=False, seed=0):
 def test_training_lowers_the_loss_and_reports(attention):
     batches = copy_task_batches()
     model = tiny_model(attention)
-    history = train_seq2seq(model, batches, lr=0.01, num_epochs=4, tgt_vocab_or_pad=PAD, progress=False)
-    assert len(history["epoch_loss"]) == 4 and len(history["step_loss"]) == 4 * len(batches)
+    history = train_seq2seq(
+        model,
+        batches,
+        lr=0.01,
+        num_epochs=4,
+        tgt_vocab_or_pad=PAD,
+        progress=False,
+    )
+    assert len(history["epoch_loss"]) == 4 and len(
+        history["step_loss"]
+    ) == 4 * len(batches)
     assert history["epoch_loss"][-1] < 0.8 * history["epoch_loss"][0]
     real_tokens = sum(int((tgt_out != PAD).sum()) for *_, tgt_out in batches)
     assert history["num_tokens"] == 4 * real_tokens
     assert history["train_seconds"] > 0
-    assert history["tokens_per_s"] == pytest.approx(history["num_tokens"] / history["train_seconds"])
+    assert history["tokens_per_s"] == pytest.approx(
+        history["num_tokens"] / history["train_seconds"]
+    )
     assert not model.training
 
 
 def test_epoch_loss_is_token_weighted_mean_of_step_losses():
     batches = copy_task_batches(num_batches=3)
-    history = train_seq2seq(tiny_model(), batches, lr=0.01, num_epochs=1, tgt_vocab_or_pad=PAD, progress=False)
+    history = train_seq2seq(
+        tiny_model(),
+        batches,
+        lr=0.01,
+        num_epochs=1,
+        tgt_vocab_or_pad=PAD,
+        progress=False,
+    )
     weights = [int((b[3] != PAD).sum()) for b in batches]
-    expected = sum(w * s for w, s in zip(weights, history["step_loss"])) / sum(weights)
+    expected = sum(w * s for w, s in zip(weights, history["step_loss"])) / sum(
+        weights
+    )
     assert history["epoch_loss"][0] == pytest.approx(expected)
 
 
@@ -134,56 +199,109 @@ class _VocabLike:
 
 def test_pad_taken_from_vocab_or_int_gives_same_training():
     batches = copy_task_batches(num_batches=2)
-    from_int = train_seq2seq(tiny_model(), batches, 0.01, 1, PAD, progress=False)["step_loss"]
-    from_vocab = train_seq2seq(tiny_model(), batches, 0.01, 1, _VocabLike(), progress=False)["step_loss"]
+    from_int = train_seq2seq(
+        tiny_model(), batches, 0.01, 1, PAD, progress=False
+    )["step_loss"]
+    from_vocab = train_seq2seq(
+        tiny_model(), batches, 0.01, 1, _VocabLike(), progress=False
+    )["step_loss"]
     assert from_int == from_vocab
 
 
 def test_clipping_changes_the_update():
     batches = copy_task_batches(num_batches=2)
     clipped, unclipped = tiny_model(), tiny_model()
-    train_seq2seq(clipped, batches, 0.01, 1, PAD, grad_clip=1e-3, progress=False)
-    train_seq2seq(unclipped, batches, 0.01, 1, PAD, grad_clip=None, progress=False)
-    differs = [not torch.equal(a, b) for a, b in zip(clipped.parameters(), unclipped.parameters())]
+    train_seq2seq(
+        clipped, batches, 0.01, 1, PAD, grad_clip=1e-3, progress=False
+    )
+    train_seq2seq(
+        unclipped, batches, 0.01, 1, PAD, grad_clip=None, progress=False
+    )
+    differs = [
+        not torch.equal(a, b)
+        for a, b in zip(clipped.parameters(), unclipped.parameters())
+    ]
     assert any(differs)
 
 
 def test_bf16_refused_off_cuda():
     with pytest.raises(ValueError, match="bf16"):
-        train_seq2seq(tiny_model(), copy_task_batches(1), 0.01, 1, PAD, device="cpu", bf16=True)
+        train_seq2seq(
+            tiny_model(),
+            copy_task_batches(1),
+            0.01,
+            1,
+            PAD,
+            device="cpu",
+            bf16=True,
+        )
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (bf16 autocast is CUDA-only)")
+@pytest.mark.skipif(
+    not torch.cuda.is_available(),
+    reason="needs CUDA (bf16 autocast is CUDA-only)",
+)
 def test_bf16_on_cuda_trains():
     model = tiny_model()
-    history = train_seq2seq(model, copy_task_batches(), 0.01, 3, PAD, device="cuda", bf16=True, progress=False)
+    history = train_seq2seq(
+        model,
+        copy_task_batches(),
+        0.01,
+        3,
+        PAD,
+        device="cuda",
+        bf16=True,
+        progress=False,
+    )
     assert history["epoch_loss"][-1] < history["epoch_loss"][0]
     assert next(model.parameters()).device.type == "cuda"
 
 
 # Not the meta device: training reads loss values, which meta tensors do not have (the modules'
 # meta forward+backward is tested in test_seq2seq.py).
-@pytest.mark.parametrize("device", ["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
+@pytest.mark.parametrize(
+    "device", ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+)
 def test_batches_are_moved_to_the_training_device(device):
     device = torch.device(device)
     model = tiny_model()
-    history = train_seq2seq(model, copy_task_batches(2), 0.01, 1, PAD, device=device, progress=False)
+    history = train_seq2seq(
+        model,
+        copy_task_batches(2),
+        0.01,
+        1,
+        PAD,
+        device=device,
+        progress=False,
+    )
     assert all(p.device.type == device.type for p in model.parameters())
     assert len(history["step_loss"]) == 2
 
 
 def test_progress_bar_silent_when_not_interactive(capsys):
-    train_seq2seq(tiny_model(), copy_task_batches(1), 0.01, 1, PAD)  # progress=None, stderr captured: not a tty
+    train_seq2seq(
+        tiny_model(), copy_task_batches(1), 0.01, 1, PAD
+    )  # progress=None, stderr captured: not a tty
     assert capsys.readouterr().err == ""
-    train_seq2seq(tiny_model(), copy_task_batches(1), 0.01, 1, PAD, progress=True)
+    train_seq2seq(
+        tiny_model(), copy_task_batches(1), 0.01, 1, PAD, progress=True
+    )
     assert "epochs" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("kwargs, words", [({"num_epochs": -1}, "num_epochs"), ({"lr": 0.0}, "lr")])
+@pytest.mark.parametrize(
+    "kwargs, words", [({"num_epochs": -1}, "num_epochs"), ({"lr": 0.0}, "lr")]
+)
 def test_train_refuses_bad_arguments(kwargs, words):
     arguments = {"lr": 0.01, "num_epochs": 1} | kwargs
     with pytest.raises(ValueError, match=words):
-        train_seq2seq(tiny_model(), copy_task_batches(1), tgt_vocab_or_pad=PAD, progress=False, **arguments)
+        train_seq2seq(
+            tiny_model(),
+            copy_task_batches(1),
+            tgt_vocab_or_pad=PAD,
+            progress=False,
+            **arguments,
+        )
 
 
 def test_settings_are_shared_and_frozen():
@@ -202,7 +320,9 @@ def test_checkpoint_round_trip_and_resume(tmp_path):
 
     first = tiny_model(attention=True)
     optimizer = torch.optim.Adam(first.parameters(), lr=0.01)
-    train_seq2seq(first, batches, 0.01, 1, PAD, progress=False, optimizer=optimizer)
+    train_seq2seq(
+        first, batches, 0.01, 1, PAD, progress=False, optimizer=optimizer
+    )
     path = tmp_path / "model.pt"
     save_checkpoint(path, first, optimizer, epoch=1, settings={"lr": 0.01})
 
@@ -210,13 +330,27 @@ def test_checkpoint_round_trip_and_resume(tmp_path):
     resumed_optimizer = torch.optim.Adam(resumed.parameters(), lr=0.01)
     extra = load_checkpoint(path, resumed, resumed_optimizer)
     assert extra == {"epoch": 1, "settings": {"lr": 0.01}}
-    for (name, a), (_, b) in zip(first.state_dict().items(), resumed.state_dict().items()):
+    for (name, a), (_, b) in zip(
+        first.state_dict().items(), resumed.state_dict().items()
+    ):
         assert torch.equal(a, b), name
     src, valid_lens, tgt_in, _ = batches[0]
-    assert torch.equal(first(src, tgt_in, valid_lens), resumed(src, tgt_in, valid_lens))
+    assert torch.equal(
+        first(src, tgt_in, valid_lens), resumed(src, tgt_in, valid_lens)
+    )
 
-    train_seq2seq(resumed, batches, 0.01, 1, PAD, progress=False, optimizer=resumed_optimizer)
-    for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items()):
+    train_seq2seq(
+        resumed,
+        batches,
+        0.01,
+        1,
+        PAD,
+        progress=False,
+        optimizer=resumed_optimizer,
+    )
+    for (name, a), (_, b) in zip(
+        straight.state_dict().items(), resumed.state_dict().items()
+    ):
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7, msg=name)
 
 
@@ -234,7 +368,9 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="disk full"):
         save_checkpoint(path, tiny_model(seed=1), step=2)
     assert path.read_bytes() == before
-    assert os.listdir(tmp_path) == ["model.pt"]  # no temporary file left behind
+    assert os.listdir(tmp_path) == [
+        "model.pt"
+    ]  # no temporary file left behind
 
 
 def test_load_checkpoint_without_optimizer_state(tmp_path):
@@ -243,4 +379,6 @@ def test_load_checkpoint_without_optimizer_state(tmp_path):
     save_checkpoint(path, model)
     assert load_checkpoint(path, tiny_model(seed=1)) == {}
     with pytest.raises(ValueError, match="optimizer"):
-        load_checkpoint(path, tiny_model(), torch.optim.Adam(model.parameters()))
+        load_checkpoint(
+            path, tiny_model(), torch.optim.Adam(model.parameters())
+        )
