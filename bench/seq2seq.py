@@ -74,13 +74,17 @@ def main() -> None:
     print(f"settings {settings.as_dict()}")
 
     splits = english_french_corpus(seed=settings.seed)
-    data = translation_dataloaders(
-        splits,
-        settings.batch_size,
-        settings.num_steps,
-        device=device,
-        seed=settings.seed,
-    )
+
+    def loaders():
+        return translation_dataloaders(
+            splits,
+            settings.batch_size,
+            settings.num_steps,
+            device=device,
+            seed=settings.seed,
+        )
+
+    data = loaders()
     test_src = [src for src, _ in splits[2]]
     test_ref = [tgt.split() for _, tgt in splits[2]]
     print(
@@ -90,6 +94,7 @@ def main() -> None:
 
     results = {}
     for name, attention in (("GRU seq2seq", False), ("Bahdanau", True)):
+        data = loaders()  # as in the chapter: same batches, same order
         seed_everything(settings.seed)
         model = seq2seq_model(
             attention, len(data.src_vocab), len(data.tgt_vocab), settings
