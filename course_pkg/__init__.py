@@ -3,15 +3,21 @@
 One module per concept, in the order the book introduces them:
 
 - :mod:`course_pkg.device` — choosing the device, seeding.
-- :mod:`course_pkg.data` — the generated English–French corpus, the Tatoeba loader, vocabularies, batches.
-- :mod:`course_pkg.seq2seq` — the encoder–decoder interface, GRU seq2seq, Bahdanau's attention decoder.
-- :mod:`course_pkg.train` — masked cross-entropy, the training loop, checkpoints.
-- :mod:`course_pkg.decode` — greedy decoding (with and without a cache) and beam search.
+- :mod:`course_pkg.data` — the generated English–French corpus, the Tatoeba
+  loader, vocabularies, batches.
+- :mod:`course_pkg.seq2seq` — the encoder–decoder interface, GRU seq2seq,
+  Bahdanau's attention decoder.
+- :mod:`course_pkg.train` — masked cross-entropy, the training loop,
+  checkpoints.
+- :mod:`course_pkg.decode` — greedy decoding (with and without a cache) and
+  beam search.
 - :mod:`course_pkg.metrics` — sentence and corpus BLEU.
 - :mod:`course_pkg.kernel_regression` — Nadaraya–Watson attention pooling.
-- :mod:`course_pkg.attention` — masked softmax, scoring functions, multi-head attention.
+- :mod:`course_pkg.attention` — masked softmax, scoring functions, multi-head
+  attention.
 - :mod:`course_pkg.positional` — sinusoidal and learned positional encodings.
-- :mod:`course_pkg.transformer` — the Transformer's blocks, encoder, decoder and model.
+- :mod:`course_pkg.transformer` — the Transformer's blocks, encoder, decoder
+  and model.
 - :mod:`course_pkg.plotting` — heatmaps and line plots used by every chapter.
 """
 

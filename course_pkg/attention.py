@@ -1,17 +1,21 @@
 """Attention scoring functions, masked softmax and multi-head attention.
 
-Chapters: "Attention scoring functions" (masked softmax, additive, scaled dot-product and Luong
-scores), "Multi-head attention", "Self-attention and positional encoding" and "The Transformer".
+Chapters: "Attention scoring functions" (masked softmax, additive, scaled
+dot-product and Luong scores), "Multi-head attention", "Self-attention and
+positional encoding" and "The Transformer".
 
-Shape letters, used everywhere in the course: ``B`` batch, ``Q`` number of queries, ``K`` number of
-key–value pairs, ``D`` model width (``num_hiddens``), ``H`` heads.
+Shape letters, used everywhere in the course: ``B`` batch, ``Q`` number of
+queries, ``K`` number of key–value pairs, ``D`` model width (``num_hiddens``),
+``H`` heads.
 
-How ``valid_lens`` is checked. Its type, rank and batch size are checked on every call: that reads
-only shapes, which costs nothing. Its *values* (negative, or longer than the keys) are checked only
-when it lives on the CPU: on a GPU, reading values forces a device-to-host synchronisation on every
-call, and a ``meta`` tensor has no values at all. Off the CPU an out-of-range length is therefore not
-refused; it behaves as if clamped to ``[0, K]`` (a negative length masks every key, a too-long one
-masks none), so the result is still finite.
+How ``valid_lens`` is checked. Its type, rank and batch size are checked on
+every call: that reads only shapes, which costs nothing. Its *values*
+(negative, or longer than the keys) are checked only when it lives on the CPU:
+on a GPU, reading values forces a device-to-host synchronisation on every call,
+and a ``meta`` tensor has no values at all. Off the CPU an out-of-range length
+is therefore not refused; it behaves as if clamped to ``[0, K]`` (a negative
+length masks every key, a too-long one masks none), so the result is still
+finite.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-# ----------------------------------------------------------------------------- input checks
+# ---------------------------------------------------------------- input checks
 
 
 def _check_rank(
@@ -44,7 +48,9 @@ def _check_valid_lens(
     num_queries: int,
     num_keys: int,
 ) -> None:
-    """Refuse a valid_lens that cannot describe a (B, Q, K) score tensor (see module docstring)."""
+    """Refuse a valid_lens that cannot describe a (B, Q, K) score tensor (see
+    module docstring).
+    """
     if valid_lens is None:
         return
     if not isinstance(valid_lens, torch.Tensor):
@@ -85,7 +91,7 @@ def _check_valid_lens(
             )
 
 
-# ----------------------------------------------------------------------------- masks
+# ----------------------------------------------------------------------- masks
 
 
 def sequence_mask(valid_lens: torch.Tensor, max_len: int) -> torch.Tensor:
@@ -111,9 +117,11 @@ def sequence_mask(valid_lens: torch.Tensor, max_len: int) -> torch.Tensor:
 def causal_mask(
     num_queries: int, num_keys: int, device: torch.device | str | None = None
 ) -> torch.Tensor:
-    """Boolean mask that lets query i see keys 0..i + (K - Q), i.e. never a later position.
+    """Boolean mask that lets query i see keys 0..i + (K - Q), i.e. never a
+    later position.
 
-    When Q < K (decoding one step with a cache of past keys) the queries are the *last* Q positions.
+    When Q < K (decoding one step with a cache of past keys) the queries are
+    the *last* Q positions.
 
     Args:
         num_queries: Q.
@@ -142,7 +150,8 @@ def attention_mask(
     causal: bool,
     device: torch.device,
 ) -> torch.Tensor | None:
-    """Combine a padding mask and a causal mask (True = may attend); None when nothing is masked.
+    """Combine a padding mask and a causal mask (True = may attend); None when
+    nothing is masked.
 
     Returns:
         None, or a bool tensor broadcastable to (B, Q, K).
@@ -165,16 +174,20 @@ def masked_softmax(
 ) -> torch.Tensor:
     """Softmax over the last axis that gives weight 0 to masked key positions.
 
-    A row with no valid position returns all zeros (never NaN), so a padded query contributes nothing.
+    A row with no valid position returns all zeros (never NaN), so a padded
+    query contributes nothing.
 
     Args:
         X: (B, Q, K) scores.
         valid_lens: None, (B,) one length per example, or (B, Q) one per query.
-        causal: also hide keys that come after each query (see :func:`causal_mask`).
+        causal: also hide keys that come after each query (see
+            :func:`causal_mask`).
     Returns:
-        (B, Q, K) weights; each row sums to 1 over its valid positions, or is all 0.
+        (B, Q, K) weights; each row sums to 1 over its valid positions, or is
+        all 0.
     Raises:
-        ValueError/TypeError: if X is not 3-D or valid_lens does not fit it (see module docstring).
+        ValueError/TypeError: if X is not 3-D or valid_lens does not fit it
+            (see module docstring).
     """
     _check_rank("X", X, 3, "(B, Q, K)")
     batch_size, num_queries, num_keys = X.shape
@@ -182,13 +195,13 @@ def masked_softmax(
     mask = attention_mask(valid_lens, num_queries, num_keys, causal, X.device)
     if mask is None:
         return F.softmax(X, dim=-1)
-    # The most negative finite number, not -inf: a fully masked row then stays finite, and the
-    # multiplication below turns it into zeros.
+    # The most negative finite number, not -inf: a fully masked row then stays
+    # finite, and the multiplication below turns it into zeros.
     X = X.masked_fill(~mask, torch.finfo(X.dtype).min)
     return F.softmax(X, dim=-1) * mask
 
 
-# ----------------------------------------------------------------------------- scoring functions
+# ----------------------------------------------------------- scoring functions
 
 
 def _check_qkv(
@@ -263,7 +276,8 @@ class AdditiveAttention(nn.Module):
         Returns:
             (B, Q, d_v).
         Raises:
-            ValueError/TypeError: on shapes that do not fit each other or the layer.
+            ValueError/TypeError: on shapes that do not fit each other or the
+                layer.
         """
         _check_qkv(queries, keys, values)
         _check_last_dim(
@@ -284,15 +298,18 @@ class AdditiveAttention(nn.Module):
 class DotProductAttention(nn.Module):
     """Scaled dot-product attention: softmax(Q K^T / sqrt(d)) V.
 
-    Two paths give the same numbers (within 1e-5 in float32). With ``need_weights=True`` (default)
-    the weights are computed explicitly and kept in ``attention_weights`` for plots; with
-    ``need_weights=False`` the fused ``torch.nn.functional.scaled_dot_product_attention`` is used,
-    which never stores the (B, Q, K) matrix and is faster, and ``attention_weights`` is None.
+    Two paths give the same numbers (within 1e-5 in float32). With
+    ``need_weights=True`` (default) the weights are computed explicitly and
+    kept in ``attention_weights`` for plots; with ``need_weights=False`` the
+    fused ``torch.nn.functional.scaled_dot_product_attention`` is used, which
+    never stores the (B, Q, K) matrix and is faster, and ``attention_weights``
+    is None.
 
     Args:
         dropout: dropout probability on the attention weights.
     Attributes:
-        attention_weights: (B, Q, K) weights of the last forward call, or None after a fused call.
+        attention_weights: (B, Q, K) weights of the last forward call, or None
+            after a fused call.
     """
 
     def __init__(self, dropout: float = 0.0):
@@ -318,7 +335,8 @@ class DotProductAttention(nn.Module):
             values: (B, K, d_v).
             valid_lens: None, (B,) or (B, Q) numbers of valid keys.
             causal: hide keys after each query (see :func:`causal_mask`).
-            need_weights: compute and keep the weights (explicit path) or not (fused path).
+            need_weights: compute and keep the weights (explicit path) or not
+                (fused path).
         Returns:
             (B, Q, d_v).
         Raises:
@@ -360,7 +378,8 @@ def fused_attention(
     causal: bool,
     dropout_p: float,
 ) -> torch.Tensor:
-    """Scaled dot-product attention through ``F.scaled_dot_product_attention``, same masks as ours.
+    """Scaled dot-product attention through ``F.scaled_dot_product_attention``,
+    same masks as ours.
 
     Args:
         queries: (B, Q, d) or (B, H, Q, d) (heads kept as their own axis).
@@ -370,7 +389,8 @@ def fused_attention(
         causal: hide later keys.
         dropout_p: dropout on the weights (0 in eval).
     Returns:
-        (B, Q, d_v) or (B, H, Q, d_v); a query with no valid key gets zeros, as in :func:`masked_softmax`.
+        (B, Q, d_v) or (B, H, Q, d_v); a query with no valid key gets zeros, as
+        in :func:`masked_softmax`.
     """
     num_queries, num_keys = queries.shape[-2], keys.shape[-2]
     if valid_lens is None and (not causal or num_queries == num_keys):
@@ -388,8 +408,8 @@ def fused_attention(
             mask[:, None],
             has_any[:, None],
         )  # broadcast over the heads
-    # A row with nothing valid would make the fused kernel return NaN: let it see everything,
-    # then zero its output.
+    # A row with nothing valid would make the fused kernel return NaN: let it
+    # see everything, then zero its output.
     out = F.scaled_dot_product_attention(
         queries, keys, values, attn_mask=mask | ~has_any, dropout_p=dropout_p
     )
@@ -397,7 +417,8 @@ def fused_attention(
 
 
 class LuongAttention(nn.Module):
-    """Luong et al. (2015) scores: ``dot`` q·k, ``general`` q^T W k, ``concat`` v^T tanh(W [q; k]).
+    """Luong et al. (2015) scores: ``dot`` q·k, ``general`` q^T W k, ``concat``
+    v^T tanh(W [q; k]).
 
     Args:
         score: "dot", "general" or "concat".
@@ -445,7 +466,9 @@ class LuongAttention(nn.Module):
     def scores(
         self, queries: torch.Tensor, keys: torch.Tensor
     ) -> torch.Tensor:
-        """Unnormalised scores: queries (B, Q, d_q), keys (B, K, d_k) -> (B, Q, K)."""
+        """Unnormalised scores: queries (B, Q, d_q), keys (B, K, d_k) -> (B, Q,
+        K).
+        """
         if self.score == "dot":
             return torch.bmm(queries, keys.transpose(1, 2))
         if self.score == "general":
@@ -467,7 +490,9 @@ class LuongAttention(nn.Module):
         values: torch.Tensor,
         valid_lens: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """queries (B, Q, d_q), keys (B, K, d_k), values (B, K, d_v), valid_lens None/(B,)/(B, Q) -> (B, Q, d_v)."""
+        """queries (B, Q, d_q), keys (B, K, d_k), values (B, K, d_v),
+        valid_lens None/(B,)/(B, Q) -> (B, Q, d_v).
+        """
         _check_qkv(queries, keys, values)
         _check_last_dim(
             "queries", queries, self.query_size, "(B, Q, query_size)"
@@ -482,7 +507,7 @@ class LuongAttention(nn.Module):
         return torch.bmm(self.dropout(self.attention_weights), values)
 
 
-# ----------------------------------------------------------------------------- multi-head attention
+# -------------------------------------------------------- multi-head attention
 
 
 def transpose_qkv(X: torch.Tensor, num_heads: int) -> torch.Tensor:
@@ -503,7 +528,9 @@ def transpose_qkv(X: torch.Tensor, num_heads: int) -> torch.Tensor:
 
 
 def transpose_output(X: torch.Tensor, num_heads: int) -> torch.Tensor:
-    """Undo :func:`transpose_qkv`: (B * H, T, D / H) -> (B, T, D), heads concatenated."""
+    """Undo :func:`transpose_qkv`: (B * H, T, D / H) -> (B, T, D), heads
+    concatenated.
+    """
     folded, steps, head_width = X.shape
     X = X.reshape(
         folded // num_heads, num_heads, steps, head_width
@@ -514,18 +541,22 @@ def transpose_output(X: torch.Tensor, num_heads: int) -> torch.Tensor:
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention: H scaled dot-product attentions on learned projections, concatenated.
+    """Multi-head attention: H scaled dot-product attentions on learned
+    projections, concatenated.
 
-    head_i = attention(W_q^i q, W_k^i k, W_v^i v); output = W_o [head_1; ...; head_H].
+    head_i = attention(W_q^i q, W_k^i k, W_v^i v); output = W_o [head_1; ...;
+    head_H].
 
     Args:
-        num_hiddens: D, the width of every projection and of the output; divisible by num_heads.
+        num_hiddens: D, the width of every projection and of the output;
+            divisible by num_heads.
         num_heads: H.
         dropout: dropout probability on the attention weights.
         bias: whether the four projections have a bias.
         query_size, key_size, value_size: input widths (default D).
     Attributes:
-        attention_weights: (B, H, Q, K) weights of the last forward call, or None after a fused call.
+        attention_weights: (B, H, Q, K) weights of the last forward call, or
+            None after a fused call.
     Raises:
         ValueError: if num_hiddens is not divisible by num_heads.
     """
@@ -579,7 +610,8 @@ class MultiHeadAttention(nn.Module):
         Returns:
             (B, Q, D).
         Raises:
-            ValueError/TypeError: on shapes that do not fit each other or the layer.
+            ValueError/TypeError: on shapes that do not fit each other or the
+                layer.
         """
         _check_qkv(queries, keys, values)
         _check_last_dim(
@@ -610,21 +642,24 @@ class MultiHeadAttention(nn.Module):
         causal: bool = False,
         need_weights: bool = True,
     ) -> torch.Tensor:
-        """The forward pass after W_k and W_v: what a decoder calls when it caches projected keys/values.
+        """The forward pass after W_k and W_v: what a decoder calls when it
+        caches projected keys/values.
 
         Args:
             queries: (B, Q, query_size), not yet projected.
             keys: (B, K, D), already W_k k.
             values: (B, K, D), already W_v v.
-            valid_lens, causal, need_weights: as in :meth:`forward` (not checked again here).
+            valid_lens, causal, need_weights: as in :meth:`forward` (not
+            checked again here).
         Returns:
             (B, Q, D).
         """
         batch_size, num_queries = queries.shape[:2]
         heads = self.num_heads
         if not need_weights:
-            # Fused path: heads as a view (B, H, T, D/H), no copies; this is what makes it as fast
-            # as torch.nn.MultiheadAttention (bench/attention.py).
+            # Fused path: heads as a view (B, H, T, D/H), no copies; this is
+            # what makes it as fast as torch.nn.MultiheadAttention
+            # (bench/attention.py).
             def split(X: torch.Tensor) -> torch.Tensor:
                 return X.view(batch_size, X.shape[1], heads, -1).transpose(
                     1, 2

@@ -23,7 +23,7 @@ from torch import nn
 
 from course_pkg.data import source_array
 
-# ----------------------------------------------------------------------------- checks and helpers
+# ---------------------------------------------------------- checks and helpers
 
 
 def _check_src(src: torch.Tensor, src_valid_len: torch.Tensor | None) -> None:
@@ -91,7 +91,7 @@ def cut_at_eos(tokens: list[int], eos: int) -> list[int]:
     return tokens[: tokens.index(eos)] if eos in tokens else list(tokens)
 
 
-# ----------------------------------------------------------------------------- greedy decoding
+# ------------------------------------------------------------- greedy decoding
 
 
 def greedy_decode(
@@ -167,7 +167,7 @@ def greedy_decode(
     return prefix[:, 1:], weights
 
 
-# ----------------------------------------------------------------------------- scoring a given output
+# ------------------------------------------------------ scoring a given output
 
 
 def sequence_log_prob(
@@ -217,7 +217,7 @@ def sequence_log_prob(
     ).sum(dim=1)
 
 
-# ----------------------------------------------------------------------------- beam search
+# ----------------------------------------------------------------- beam search
 
 
 def _beam_search_one(
@@ -346,7 +346,7 @@ def beam_search(
     return torch.tensor(rows, dtype=torch.long, device=src.device)
 
 
-# ----------------------------------------------------------------------------- sentences in, sentences out
+# ------------------------------------------------- sentences in, sentences out
 
 
 def translate(

@@ -1,9 +1,10 @@
 """Where tensors live and how runs are made repeatable (used by every chapter).
 
-The device is chosen once, here: CUDA if present, then Apple's MPS, then the CPU. Setting the
-environment variable ``COURSE_DEVICE`` (``cpu``, ``cuda``, ``cuda:1``, ``mps``, ``meta``) overrides
-the choice, which is how a reader with a GPU forces a CPU run that matches the stored outputs.
-Everything else in the package creates tensors on the device of its inputs.
+The device is chosen once, here: CUDA if present, then Apple's MPS, then the
+CPU. Setting the environment variable ``COURSE_DEVICE`` (``cpu``, ``cuda``,
+``cuda:1``, ``mps``, ``meta``) overrides the choice, which is how a reader with
+a GPU forces a CPU run that matches the stored outputs. Everything else in the
+package creates tensors on the device of its inputs.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ import torch
 
 
 def get_device() -> torch.device:
-    """The device the course runs on: ``COURSE_DEVICE`` if set, else cuda > mps > cpu.
+    """The device the course runs on: ``COURSE_DEVICE`` if set, else cuda > mps
+    > cpu.
 
     Returns:
         A ``torch.device``.
     Raises:
-        ValueError: if ``COURSE_DEVICE`` names a device torch does not know or cannot use.
+        ValueError: if ``COURSE_DEVICE`` names a device torch does not know or
+            cannot use.
     """
     requested = os.environ.get("COURSE_DEVICE", "").strip()
     if requested:
@@ -48,7 +51,8 @@ def get_device() -> torch.device:
 
 
 def seed_everything(seed: int = 0) -> None:
-    """Seed Python's, NumPy's and torch's random generators (all devices) with ``seed``.
+    """Seed Python's, NumPy's and torch's random generators (all devices) with
+    ``seed``.
 
     Args:
         seed: a non-negative integer.

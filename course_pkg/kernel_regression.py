@@ -2,16 +2,20 @@
 
 Chapter: "Queries, keys, values and attention pooling".
 
-Nadaraya (1964) and Watson (1964) predict at a query ``q`` the weighted average of the training
-targets ``y_i``, with weights that say how close ``q`` is to each training input ``x_i``:
+Nadaraya (1964) and Watson (1964) predict at a query ``q`` the weighted average
+of the training targets ``y_i``, with weights that say how close ``q`` is to
+each training input ``x_i``:
 
-    f(q) = sum_i  alpha(q, x_i) y_i,    alpha(q, x_i) = k((q - x_i) / width) / sum_j k((q - x_j) / width).
+    f(q) = sum_i  alpha(q, x_i) y_i,    alpha(q, x_i) = k((q - x_i) / width) /
+    sum_j k((q - x_j) / width).
 
-In the language of attention the query is ``q``, the keys are the ``x_i``, the values are the
-``y_i``, and ``alpha`` is the attention weight. The module holds, in the chapter's order: the four
-kernels, the nonparametric predictor, a toy data set, and a version whose width is learned.
+In the language of attention the query is ``q``, the keys are the ``x_i``, the
+values are the ``y_i``, and ``alpha`` is the attention weight. The module
+holds, in the chapter's order: the four kernels, the nonparametric predictor, a
+toy data set, and a version whose width is learned.
 
-Shape letters: ``Q`` number of queries, ``K`` number of key–value (training) pairs.
+Shape letters: ``Q`` number of queries, ``K`` number of key–value (training)
+pairs.
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-# ----------------------------------------------------------------------------- kernels
-# Each kernel is a function of the scaled distance u = (q - k) / width. They are left
-# unnormalised, with value 1 at u = 0: a constant factor cancels in the attention weights.
+# --------------------------------------------------------------------- kernels
+# Each kernel is a function of the scaled distance u = (q - k) / width. They
+# are left unnormalised, with value 1 at u = 0: a constant factor cancels in
+# the attention weights.
 
 
 def _check_tensor(name: str, value) -> None:
@@ -35,7 +40,8 @@ def _check_tensor(name: str, value) -> None:
 
 
 def gaussian(u: torch.Tensor) -> torch.Tensor:
-    """Gaussian kernel exp(-u^2 / 2): every key is in reach, nearer keys count more.
+    """Gaussian kernel exp(-u^2 / 2): every key is in reach, nearer keys count
+    more.
 
     Args:
         u: tensor of scaled distances, any shape.
@@ -49,7 +55,8 @@ def gaussian(u: torch.Tensor) -> torch.Tensor:
 
 
 def boxcar(u: torch.Tensor) -> torch.Tensor:
-    """Boxcar kernel ``1[|u| < 1]``: the plain average of the keys closer than one width.
+    """Boxcar kernel ``1[|u| < 1]``: the plain average of the keys closer than
+    one width.
 
     Args:
         u: tensor of scaled distances, any shape.
@@ -63,7 +70,8 @@ def boxcar(u: torch.Tensor) -> torch.Tensor:
 
 
 def constant(u: torch.Tensor) -> torch.Tensor:
-    """Constant kernel 1: every key counts the same, so the prediction is the mean of the values.
+    """Constant kernel 1: every key counts the same, so the prediction is the
+    mean of the values.
 
     Args:
         u: tensor of scaled distances, any shape.
@@ -77,7 +85,8 @@ def constant(u: torch.Tensor) -> torch.Tensor:
 
 
 def epanechnikov(u: torch.Tensor) -> torch.Tensor:
-    """Epanechnikov kernel max(0, 1 - u^2): compact support like the boxcar, smooth inside it.
+    """Epanechnikov kernel max(0, 1 - u^2): compact support like the boxcar,
+    smooth inside it.
 
     Args:
         u: tensor of scaled distances, any shape.
@@ -97,7 +106,7 @@ KERNELS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "epanechnikov": epanechnikov,
 }
 
-# ----------------------------------------------------------------------------- nonparametric pooling
+# ------------------------------------------------------- nonparametric pooling
 
 
 def _check_vector(name: str, value, letter: str) -> None:
@@ -130,26 +139,33 @@ def nadaraya_watson(
     kernel: str = "gaussian",
     width: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Nadaraya–Watson prediction: attention pooling of y_train with kernel weights.
+    """Nadaraya–Watson prediction: attention pooling of y_train with kernel
+    weights.
 
-    Each row of the weights is k(u) / sum k(u) over the keys, u = (query - key) / width. A query
-    with no key in reach (possible with "boxcar" and "epanechnikov") gets a row of zeros and the
-    prediction 0, never NaN. The "gaussian" weights are computed as softmax(-u^2 / 2): the same
-    numbers, but the nearest key keeps its weight even where every exp(-u^2 / 2) underflows to 0.
+    Each row of the weights is k(u) / sum k(u) over the keys, u = (query - key)
+    / width. A query with no key in reach (possible with "boxcar" and
+    "epanechnikov") gets a row of zeros and the prediction 0, never NaN. The
+    "gaussian" weights are computed as softmax(-u^2 / 2): the same numbers, but
+    the nearest key keeps its weight even where every exp(-u^2 / 2) underflows
+    to 0.
 
     Args:
         x_train: (K,) keys, the training inputs.
         y_train: (K,) values, the training targets.
         x_query: (Q,) queries.
         kernel: one of the names in ``KERNELS``.
-        width: positive bandwidth; a smaller width makes the weights more local.
+        width: positive bandwidth; a smaller width makes the weights more
+            local.
     Returns:
         y_hat: (Q,) predictions.
-        attention_weights: (Q, K) weights; each row sums to 1, or is all 0 when nothing is in reach.
+        attention_weights: (Q, K) weights; each row sums to 1, or is all 0
+        when nothing is in reach.
         Both on the inputs' device, in their (promoted) dtype.
     Raises:
-        ValueError: on an unknown kernel, a width that is not positive, K = 0, or shapes that do not fit.
-        TypeError: on arguments that are not floating-point tensors or a width that is not a number.
+        ValueError: on an unknown kernel, a width that is not positive, K = 0,
+            or shapes that do not fit.
+        TypeError: on arguments that are not floating-point tensors or a width
+            that is not a number.
     """
     if kernel not in KERNELS:
         raise ValueError(
@@ -171,7 +187,8 @@ def nadaraya_watson(
     else:
         scores = KERNELS[kernel](u)
         totals = scores.sum(dim=1, keepdim=True)  # (Q, 1)
-        # Dividing by 1 where nothing is in reach keeps that row at exactly 0 (and its gradient finite).
+        # Dividing by 1 where nothing is in reach keeps that row at exactly 0
+        # (and its gradient finite).
         attention_weights = scores / torch.where(
             totals > 0, totals, torch.ones_like(totals)
         )
@@ -180,11 +197,12 @@ def nadaraya_watson(
     return y_hat, attention_weights
 
 
-# ----------------------------------------------------------------------------- toy data
+# -------------------------------------------------------------------- toy data
 
 
 def target_function(x: torch.Tensor) -> torch.Tensor:
-    """The smooth function the chapter tries to recover: f(x) = 2 sin(x) + x^0.8, for x >= 0.
+    """The smooth function the chapter tries to recover: f(x) = 2 sin(x) +
+    x^0.8, for x >= 0.
 
     Args:
         x: tensor of inputs, any shape, x >= 0.
@@ -204,20 +222,26 @@ def make_regression_data(
     device: torch.device | str | None = None,
     dtype: torch.dtype = torch.float32,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Noisy samples of :func:`target_function` for training, a clean grid for validation.
+    """Noisy samples of :func:`target_function` for training, a clean grid for
+    validation.
 
-    The numbers are drawn on the CPU in float64 from a generator seeded with ``seed`` and only then
-    moved to ``device``/``dtype``, so every device gets the same data set.
+    The numbers are drawn on the CPU in float64 from a generator seeded with
+    ``seed`` and only then moved to ``device``/``dtype``, so every device gets
+    the same data set.
 
     Args:
-        n_train: K, the number of training points, drawn uniformly in [0, x_max] and sorted.
+        n_train: K, the number of training points, drawn uniformly in [0,
+            x_max] and sorted.
         n_val: the number of validation points, evenly spaced on [0, x_max].
-        seed: seed of the private random generator (the global one is left alone).
-        noise: standard deviation of the Gaussian noise added to the training targets.
+        seed: seed of the private random generator (the global one is left
+            alone).
+        noise: standard deviation of the Gaussian noise added to the training
+            targets.
         x_max: right end of the input interval.
         device, dtype: where and in which precision to return the tensors.
     Returns:
-        x_train (K,), y_train (K,), x_val (n_val,), y_val (n_val,) with y_val = f(x_val), noiseless.
+        x_train (K,), y_train (K,), x_val (n_val,), y_val (n_val,) with y_val =
+        f(x_val), noiseless.
     Raises:
         ValueError: if a size is < 1, noise < 0 or x_max <= 0.
     """
@@ -244,14 +268,15 @@ def make_regression_data(
     )
 
 
-# ----------------------------------------------------------------------------- learned width
+# --------------------------------------------------------------- learned width
 
 
 class NWKernelRegression(nn.Module):
     """Gaussian Nadaraya–Watson regression whose width is learned.
 
-    weights = softmax(-((q - k) / width)^2 / 2) over the keys; prediction = weights · values.
-    The width is stored as its logarithm, so gradient steps can never make it zero or negative.
+    weights = softmax(-((q - k) / width)^2 / 2) over the keys; prediction =
+    weights · values. The width is stored as its logarithm, so gradient steps
+    can never make it zero or negative.
 
     Args:
         width: the initial width, > 0.
@@ -280,12 +305,14 @@ class NWKernelRegression(nn.Module):
 
         Args:
             queries: (Q,) query positions.
-            keys: (K,) keys shared by all queries, or (Q, K) one row of keys per query.
+            keys: (K,) keys shared by all queries, or (Q, K) one row of keys
+                per query.
             values: same shape as keys.
         Returns:
             (Q,) predictions.
         Raises:
-            ValueError/TypeError: if keys is not (K,) or (Q, K), or values does not match keys.
+            ValueError/TypeError: if keys is not (K,) or (Q, K), or values does
+                not match keys.
         """
         _check_vector("queries", queries, "Q")
         _check_tensor("keys", keys)
@@ -337,8 +364,9 @@ def train_nw_regression(
 ) -> list[float]:
     """Fit the width by full-batch SGD on the leave-one-out mean squared error.
 
-    Each training point is a query whose keys are all the *other* training points: with itself
-    among its keys the loss is lowest at width -> 0, where every point just copies its own target.
+    Each training point is a query whose keys are all the *other* training
+    points: with itself among its keys the loss is lowest at width -> 0, where
+    every point just copies its own target.
 
     Args:
         model: the regression to train (in place).

@@ -1,13 +1,18 @@
-"""BLEU: how close a translation is to a reference (chapters on seq2seq and the Transformer).
+"""BLEU: how close a translation is to a reference (chapters on seq2seq and the
+Transformer).
 
-BLEU counts the n-grams of the prediction that also occur in the reference, each reference
-n-gram usable once ("clipped" counts), and penalises predictions shorter than the reference.
+BLEU counts the n-grams of the prediction that also occur in the reference,
+each reference n-gram usable once ("clipped" counts), and penalises predictions
+shorter than the reference.
 
-- :func:`bleu` scores one sentence the way d2l does, with longer n-grams weighted more.
-- :func:`corpus_bleu` is the standard corpus-level BLEU-4 of Papineni et al., as sacrebleu
-  computes it: counts are summed over the whole corpus before any ratio is taken.
+- :func:`bleu` scores one sentence the way d2l does, with longer n-grams
+  weighted more.
+- :func:`corpus_bleu` is the standard corpus-level BLEU-4 of Papineni et al.,
+  as sacrebleu computes it: counts are summed over the whole corpus before any
+  ratio is taken.
 
-Tokens may be given as lists of strings or as one string, which is split on whitespace.
+Tokens may be given as lists of strings or as one string, which is split on
+whitespace.
 """
 
 from __future__ import annotations
@@ -32,13 +37,16 @@ def _ngram_counts(tokens: Sequence[str], n: int) -> collections.Counter:
 
 
 def bleu(pred_tokens: Tokens, label_tokens: Tokens, k: int = 4) -> float:
-    """Sentence BLEU as in d2l: ``exp(min(0, 1 - len_label / len_pred)) * prod_n p_n ** (1 / 2**n)``.
+    """Sentence BLEU as in d2l: ``exp(min(0, 1 - len_label / len_pred)) *
+    prod_n p_n ** (1 / 2**n)``.
 
-    p_n is the clipped n-gram precision: the number of prediction n-grams matched by a distinct
-    reference n-gram, over the number of prediction n-grams. Matching n-grams weigh more as n
-    grows (exponent 1/2**n). Only n = 1 .. min(k, len_pred) enter the product: an n-gram order
-    the prediction is too short to have counts as precision 1, so a short prediction is judged on
-    the orders it has (and its brevity penalty). An empty prediction scores 0.0.
+    p_n is the clipped n-gram precision: the number of prediction n-grams
+    matched by a distinct reference n-gram, over the number of prediction
+    n-grams. Matching n-grams weigh more as n grows (exponent 1/2**n). Only n =
+    1 .. min(k, len_pred) enter the product: an n-gram order the prediction is
+    too short to have counts as precision 1, so a short prediction is judged on
+    the orders it has (and its brevity penalty). An empty prediction scores
+    0.0.
 
     Args:
         pred_tokens: the predicted tokens (or a string to split on whitespace).
@@ -47,7 +55,8 @@ def bleu(pred_tokens: Tokens, label_tokens: Tokens, k: int = 4) -> float:
     Returns:
         A float in [0, 1]; 1.0 for a prediction equal to the label.
     Raises:
-        ValueError: if k < 1. TypeError: if a sequence is neither a list/tuple nor a str.
+        ValueError: if k < 1. TypeError: if a sequence is neither a list/tuple
+            nor a str.
     """
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
@@ -65,23 +74,27 @@ def bleu(pred_tokens: Tokens, label_tokens: Tokens, k: int = 4) -> float:
 
 
 def corpus_bleu(hypotheses: Sequence[Tokens], references: Sequence[Tokens], max_n: int = 4) -> float:
-    """Corpus BLEU on a 0-1 scale, equal to sacrebleu's ``corpus_bleu(..., tokenize="none").score / 100``.
+    """Corpus BLEU on a 0-1 scale, equal to sacrebleu's ``corpus_bleu(...,
+    tokenize="none").score / 100``.
 
-    For each order n, clipped matches and hypothesis n-grams are summed over the corpus;
-    BLEU = BP * exp(mean_n log p_n) with BP = exp(1 - ref_len / hyp_len) if the corpus of
-    hypotheses is shorter than the references, else 1. Like sacrebleu's default ("exp")
-    smoothing: the score is 0 if no n-gram matches at all, or if no hypothesis has an n-gram of
-    some order n <= max_n; otherwise an order with no match gets p_n = 1 / (2**j * total_n), j
+    For each order n, clipped matches and hypothesis n-grams are summed over
+    the corpus; BLEU = BP * exp(mean_n log p_n) with BP = exp(1 - ref_len /
+    hyp_len) if the corpus of hypotheses is shorter than the references, else
+    1. Like sacrebleu's default ("exp") smoothing: the score is 0 if no n-gram
+    matches at all, or if no hypothesis has an n-gram of some order n <= max_n;
+    otherwise an order with no match gets p_n = 1 / (2**j * total_n), j
     counting the orders without a match so far. One reference per hypothesis.
 
     Args:
         hypotheses: the predicted token lists (or strings), one per sentence.
-        references: the reference token lists (or strings), aligned with hypotheses.
+        references: the reference token lists (or strings), aligned with
+            hypotheses.
         max_n: the longest n-gram order, >= 1.
     Returns:
         A float in [0, 1]; 0.0 for an empty corpus.
     Raises:
-        ValueError: if hypotheses and references differ in length, or max_n < 1.
+        ValueError: if hypotheses and references differ in length, or max_n <
+            1.
         TypeError: if a sentence is neither a list/tuple of tokens nor a str.
     """
     if max_n < 1:
@@ -102,7 +115,8 @@ def corpus_bleu(hypotheses: Sequence[Tokens], references: Sequence[Tokens], max_
     if not any(matches) or not all(totals):
         return 0.0
     brevity_penalty = math.exp(1 - ref_len / hyp_len) if hyp_len < ref_len else 1.0
-    # Precisions in percent, as sacrebleu computes them, so that the two agree to the last bits.
+    # Precisions in percent, as sacrebleu computes them, so that the two agree
+    # to the last bits.
     log_precisions, smoothing = [], 1.0
     for match, total in zip(matches, totals):
         if match == 0:

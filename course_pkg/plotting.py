@@ -1,6 +1,8 @@
-"""The two plotting helpers every chapter uses: attention heatmaps and line plots.
+"""The two plotting helpers every chapter uses: attention heatmaps and line
+plots.
 
-One colour map for attention everywhere (``ATTENTION_CMAP``), labelled axes always.
+One colour map for attention everywhere (``ATTENTION_CMAP``), labelled axes
+always.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ def show_heatmaps(
     """Draw a grid of heatmaps (attention weights) sharing one colour bar.
 
     Args:
-        matrices: (rows, cols, Q, K) tensor or array; rows × cols panels of Q × K weights.
+        matrices: (rows, cols, Q, K) tensor or array; rows × cols panels of Q ×
+            K weights.
         xlabel, ylabel: axis labels (on the bottom row and left column).
         titles: one title per column, or None.
         figsize: size of one panel in inches.
@@ -42,7 +45,8 @@ def show_heatmaps(
     Returns:
         The matplotlib Figure.
     Raises:
-        ValueError: if matrices is not 4-D or titles does not have one entry per column.
+        ValueError: if matrices is not 4-D or titles does not have one entry
+            per column.
     """
     data = _to_numpy(matrices)
     if data.ndim != 4:
@@ -101,9 +105,11 @@ def plot_lines(
 
     Args:
         x: (N,) values, shared by every curve.
-        ys: a list of (N,) curves, or a dict {label: (N,) curve} (the labels become the legend).
-        xlabel, ylabel: axis labels. legend: one label per curve (ignored when ys is a dict).
-        xscale, yscale: "linear" or "log". figsize: used when a new figure is made. title: optional.
+        ys: a list of (N,) curves, or a dict {label: (N,) curve} (the labels
+            become the legend).
+        xlabel, ylabel: axis labels. legend: one label per curve (ignored when
+        ys is a dict). xscale, yscale: "linear" or "log". figsize: used when a
+        new figure is made. title: optional.
         ax: draw into this Axes instead of a new figure.
     Returns:
         The Axes drawn into.

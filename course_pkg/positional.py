@@ -1,4 +1,5 @@
-"""Positional encodings: the sinusoidal table of Vaswani et al. (2017) and a learned one.
+"""Positional encodings: the sinusoidal table of Vaswani et al. (2017) and a
+learned one.
 
 Chapter: "Self-attention and positional encoding"; used by the Transformer.
 
@@ -37,7 +38,8 @@ def sinusoidal_table(max_len: int, num_hiddens: int) -> torch.Tensor:
         max_len: number of positions.
         num_hiddens: D, even.
     Returns:
-        (max_len, D) float32 tensor on the CPU (callers register it as a buffer, so it moves with them).
+        (max_len, D) float32 tensor on the CPU (callers register it as a
+        buffer, so it moves with them).
     Raises:
         ValueError: if num_hiddens is odd or not positive.
     """
@@ -48,7 +50,8 @@ def sinusoidal_table(max_len: int, num_hiddens: int) -> torch.Tensor:
     positions = torch.arange(max_len, dtype=torch.float32)[
         :, None
     ]  # (max_len, 1)
-    # i / 10000^(2j/D), computed literally as the formula reads (so it matches d2l bit for bit).
+    # i / 10000^(2j/D), computed literally as the formula reads (so it matches
+    # d2l bit for bit).
     angles = positions / torch.pow(
         10000.0,
         torch.arange(0, num_hiddens, 2, dtype=torch.float32) / num_hiddens,
@@ -67,7 +70,8 @@ class PositionalEncoding(nn.Module):
         dropout: dropout probability.
         max_len: longest sequence allowed.
     Attributes:
-        P: (1, max_len, D) buffer (saved with the model and moved by ``.to(device)``).
+        P: (1, max_len, D) buffer (saved with the model and moved by
+            ``.to(device)``).
     Raises:
         ValueError: if num_hiddens is odd.
     """
@@ -79,7 +83,9 @@ class PositionalEncoding(nn.Module):
         self.register_buffer("P", sinusoidal_table(max_len, num_hiddens)[None])
 
     def forward(self, X: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        """X (B, T, D) -> (B, T, D); positions start at ``offset`` (for step-by-step decoding)."""
+        """X (B, T, D) -> (B, T, D); positions start at ``offset`` (for
+        step-by-step decoding).
+        """
         _check_input(X, self.num_hiddens, self.max_len, offset)
         return self.dropout(
             X + self.P[:, offset : offset + X.shape[1]].to(X.dtype)
@@ -87,14 +93,16 @@ class PositionalEncoding(nn.Module):
 
 
 class LearnedPositionalEncoding(nn.Module):
-    """Add a learned embedding of each position (as in BERT and GPT), then dropout.
+    """Add a learned embedding of each position (as in BERT and GPT), then
+    dropout.
 
     Args:
         num_hiddens: D.
         dropout: dropout probability.
         max_len: number of positions with an embedding.
     Attributes:
-        embedding: ``nn.Embedding(max_len, D)``; positions never seen in training keep their random init.
+        embedding: ``nn.Embedding(max_len, D)``; positions never seen in
+            training keep their random init.
     """
 
     def __init__(self, num_hiddens: int, dropout: float, max_len: int = 1000):

@@ -31,7 +31,7 @@ from torch import nn
 
 from course_pkg.attention import AdditiveAttention
 
-# ----------------------------------------------------------------------------- the interface
+# --------------------------------------------------------------- the interface
 
 
 class Encoder(nn.Module):
@@ -82,7 +82,7 @@ class EncoderDecoder(nn.Module):
         return self.decoder(dec_X, dec_state)[0]
 
 
-# ----------------------------------------------------------------------------- input checks
+# ---------------------------------------------------------------- input checks
 
 
 def check_token_ids(name: str, X: torch.Tensor, vocab_size: int) -> None:
@@ -153,7 +153,7 @@ def init_seq2seq(module: nn.Module) -> None:
                 nn.init.xavier_uniform_(param)
 
 
-# ----------------------------------------------------------------------------- GRU encoder–decoder
+# --------------------------------------------------------- GRU encoder–decoder
 
 
 class Seq2SeqEncoder(Encoder):

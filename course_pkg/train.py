@@ -37,7 +37,7 @@ from course_pkg.seq2seq import (
     Seq2SeqEncoder,
 )
 
-# ----------------------------------------------------------------------------- the chapters' settings
+# ------------------------------------------------------ the chapters' settings
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def seq2seq_model(
     )
 
 
-# ----------------------------------------------------------------------------- the loss
+# -------------------------------------------------------------------- the loss
 
 
 def masked_cross_entropy(
@@ -152,7 +152,7 @@ def masked_cross_entropy(
     return total / mask.sum().clamp(min=1)
 
 
-# ----------------------------------------------------------------------------- the loop
+# -------------------------------------------------------------------- the loop
 
 
 def _model_device(model: nn.Module) -> torch.device:
@@ -249,7 +249,7 @@ def train_seq2seq(
     }
 
 
-# ----------------------------------------------------------------------------- checkpoints
+# ----------------------------------------------------------------- checkpoints
 
 
 def save_checkpoint(
