@@ -16,7 +16,16 @@ import torch
 from torch import nn
 
 import course_pkg
-from course_pkg import attention, kernel_regression, positional, seq2seq, transformer
+from course_pkg import (
+    attention,
+    efficient_attention,
+    kernel_regression,
+    modern_block,
+    positional,
+    rotary,
+    seq2seq,
+    transformer,
+)
 
 ABSTRACT = {seq2seq.Encoder, seq2seq.Decoder}
 
@@ -102,6 +111,15 @@ FORWARDS = {
     transformer.Transformer: lambda d: transformer.Transformer(11, 13, 8, 16, 2, 2, 0.1).to(d)(
         _tokens(d), _tokens(d, vocab=13), _lens(d, 5, 3)
     ),
+    efficient_attention.GroupedQueryAttention: lambda d: efficient_attention.GroupedQueryAttention(
+        8, 4, 0.1, num_kv_heads=2
+    ).to(d)(_x(d, 2, 3, 8), _x(d, 2, 6, 8), _x(d, 2, 6, 8), _lens(d, 6, 2), causal=True),
+    rotary.RotaryEmbedding: lambda d: rotary.RotaryEmbedding(4).to(d)(_x(d, 2, 2, 5, 4), offset=3),
+    modern_block.RMSNorm: lambda d: modern_block.RMSNorm(8).to(d)(_x(d, 2, 5, 8)),
+    modern_block.SwiGLUFFN: lambda d: modern_block.SwiGLUFFN(16, 8).to(d)(_x(d, 2, 5, 8)),
+    modern_block.PreNormEncoderBlock: lambda d: modern_block.PreNormEncoderBlock(
+        8, 16, 4, 0.1, norm="rms", ffn="swiglu", num_kv_heads=2
+    ).to(d)(_x(d, 2, 5, 8), _lens(d, 5, 2)),
 }
 
 
