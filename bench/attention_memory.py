@@ -18,17 +18,19 @@ memory and read them back. A fused kernel (FlashAttention, or ``sdpa``) keeps a 
 registers/on-chip memory, never writes them out, and launches one kernel for the whole loop, which
 is where its speed over both other paths comes from.
 
-How memory is measured. On CUDA: ``torch.cuda.max_memory_allocated`` after
-``reset_peak_memory_stats``, minus what was allocated before the call. On the CPU there is no such
-counter, and process-level numbers (RSS) are useless here: glibc returns big blocks to the system
-lazily and small ones never, so RSS neither rises nor falls with one tensor. ``tracemalloc`` sees
-only Python's allocator, not torch's. What does see every tensor is the CPU allocator's own
-reporting hook, which ``torch.profiler.profile(profile_memory=True)`` records: one ``[memory]``
-event per allocation (+bytes) and per free (-bytes), with a timestamp. Sorting those events by time
-and taking the maximum of their running sum gives the peak of bytes live during the call (above
-what existed before it), exactly as the allocator saw it; the largest single positive event is the
-largest intermediate. The profiled call is separate from the timed calls, so profiling overhead
-does not enter the times.
+How memory is measured (``course_pkg.memory.peak_memory``, tested in tests/test_memory.py). On
+CUDA: ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats``, minus what was
+allocated before the call. On the CPU there is no such counter, and process-level numbers (RSS)
+are useless here: glibc returns big blocks to the system lazily and small ones never, so RSS
+neither rises nor falls with one tensor. ``tracemalloc`` sees only Python's allocator, not
+torch's. What does see every tensor is the CPU allocator's own reporting hook, which
+``torch.profiler.profile(profile_memory=True)`` records: one ``[memory]`` event per allocation
+(+bytes) and per free (-bytes), with a timestamp. Sorting those events by time and taking the
+maximum of their running sum gives the peak of bytes live during the call (above what existed
+before it), exactly as the allocator saw it; the largest single positive event is the largest
+intermediate. Memory the BLAS library allocates for itself is not torch's and is not counted (it
+is small and the same for the three paths' matrix products). The profiled call is separate from
+the timed calls, so profiling overhead does not enter the times.
 
 Usage:
     python bench/attention_memory.py                  # B=1, H=4, d=64, T = 256 ... 8192, 1 thread
@@ -47,13 +49,13 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from course_pkg.attention import DotProductAttention  # noqa: E402
 from course_pkg.device import get_device, seed_everything  # noqa: E402
 from course_pkg.efficient_attention import blockwise_attention  # noqa: E402
+from course_pkg.memory import peak_memory  # noqa: E402
 
 PEER = "explicit"
 MEMORY_TARGET_T, MEMORY_TARGET = 4096, 0.1
@@ -96,36 +98,6 @@ def median_time(fn: Callable[[], object], device: torch.device, warmup: int, rep
     return statistics.median(times)
 
 
-def cpu_memory(fn: Callable[[], object]) -> tuple[int, int]:
-    """(peak live bytes above the start, largest single allocation) of one call, from the profiler."""
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        result = fn()
-        del result
-    events = sorted(
-        (event.start_ns(), event.nbytes())
-        for event in prof.profiler.kineto_results.events()
-        if event.name() == "[memory]"
-    )
-    live = peak = largest = 0
-    for _, nbytes in events:
-        live += nbytes
-        peak = max(peak, live)
-        largest = max(largest, nbytes)
-    return peak, largest
-
-
-def cuda_memory(fn: Callable[[], object], device: torch.device) -> tuple[int, int]:
-    """(peak bytes above the start, same) of one call; CUDA has no per-allocation list here."""
-    torch.cuda.empty_cache()
-    base = torch.cuda.memory_allocated(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    result = fn()
-    synchronize(device)
-    del result
-    peak = torch.cuda.max_memory_allocated(device) - base
-    return peak, peak
-
-
 def bench_one(steps: int, args: argparse.Namespace, device: torch.device) -> dict[str, dict[str, float]]:
     seed_everything(0)
     q, k, v = (torch.randn(args.batch, args.heads, steps, args.width, device=device) for _ in range(3))
@@ -137,7 +109,7 @@ def bench_one(steps: int, args: argparse.Namespace, device: torch.device) -> dic
             error = (fn() - reference).abs().max().item()
             if error > 1e-4:
                 raise AssertionError(f"{name} differs from sdpa by {error:.2e} at T={steps}")
-            peak, largest = cuda_memory(fn, device) if device.type == "cuda" else cpu_memory(fn)
+            peak, largest = peak_memory(fn, device)
             seconds = median_time(fn, device, args.warmup, args.repeats)
             results[name] = {"peak": peak, "largest": largest, "time": seconds, "error": error}
         del reference
