@@ -25,10 +25,9 @@ from torch.profiler import ProfilerActivity, profile
 class MemoryUse(NamedTuple):
     """What one call allocated, in bytes, above what was live before it.
 
-    Attributes:
-        peak: the most bytes live at one moment during the call.
-        largest: the largest single allocation (on CUDA, where single
-            allocations are not listed, the peak again).
+    Two fields: ``peak``, the most bytes live at one moment during the call,
+    and ``largest``, the largest single allocation (on CUDA, where single
+    allocations are not listed, the peak again).
     """
 
     peak: int
