@@ -3,17 +3,13 @@ grouped-query attention.
 
 Chapter: "Attention at scale".
 
-- :func:`blockwise_attention` computes exact scaled dot-product attention
-  while holding at most a (Q, block_size) slice of scores per head: the keys
-  and values are visited in blocks and each query keeps a running maximum,
-  a running sum and a running weighted sum of values (the online softmax of
-  FlashAttention, Dao et al. 2022), written in plain PyTorch.
-- :class:`GroupedQueryAttention` is the course's multi-head attention with
-  ``num_kv_heads`` key/value heads shared by groups of query heads
-  (Ainslie et al. 2023); ``num_kv_heads = 1`` is multi-query attention
-  (Shazeer 2019), ``num_kv_heads = num_heads`` is ordinary multi-head
-  attention. Its key/value cache is ``num_heads / num_kv_heads`` times
-  smaller.
+- :func:`blockwise_attention`: exact attention holding at most a
+  (Q, block_size) slice of scores per head, with the online softmax of
+  FlashAttention (Dao et al. 2022) written in plain PyTorch.
+- :class:`GroupedQueryAttention`: multi-head attention whose query heads
+  share ``num_kv_heads`` key/value heads (Ainslie et al. 2023; 1 is
+  multi-query attention, Shazeer 2019), so that its key/value cache is
+  ``num_heads / num_kv_heads`` times smaller.
 
 Shape letters: ``B`` batch, ``H`` heads, ``Q`` queries, ``K`` key-value
 pairs, ``D`` model width (``num_hiddens``), ``d`` width of one head.
@@ -32,6 +28,7 @@ import torch
 from torch import nn
 
 from course_pkg.attention import masked_softmax
+from course_pkg.rotary import RotaryEmbedding
 
 # ---------------------------------------------------------------- input checks
 
@@ -48,9 +45,8 @@ _INTEGER_DTYPES = (
 def _check_shape(
     name: str, tensor: object, letters: str, sizes: tuple[int | None, ...]
 ) -> None:
-    """Refuse a non-tensor (TypeError) or a shape other than sizes, where
-    None accepts any size (ValueError); letters name the axes, e.g. "BHQd".
-    """
+    """TypeError if not a tensor, ValueError unless its shape is sizes
+    (None: any size); letters name the axes, e.g. "BHQd"."""
     named = (a if n is None else f"{a}={n}" for a, n in zip(letters, sizes))
     shape = f"({', '.join(named)})"
     if not isinstance(tensor, torch.Tensor):
@@ -222,10 +218,12 @@ class GroupedQueryAttention(nn.Module):
         dropout: dropout probability on the attention weights.
         bias: whether the four projections have a bias.
         num_kv_heads: number of key/value heads, dividing H (default H).
+        rotary: rotate every head's queries and keys by their positions
+            (:class:`course_pkg.rotary.RotaryEmbedding`); keys sit at
+            positions 0..K - 1 and queries at the last Q of them.
         query_size, key_size, value_size: input widths (default D).
     Attributes:
-        head_width: d = D / H.
-        W_k, W_v: project to num_kv_heads * d, not D.
+        head_width: d = D / H. W_k, W_v: project to num_kv_heads * d.
         attention_weights: (B, H, Q, K) weights of the last forward call.
     Raises:
         TypeError: if a size is not an int.
@@ -241,6 +239,7 @@ class GroupedQueryAttention(nn.Module):
         bias: bool = False,
         *,
         num_kv_heads: int | None = None,
+        rotary: bool = False,
         query_size: int | None = None,
         key_size: int | None = None,
         value_size: int | None = None,
@@ -270,6 +269,7 @@ class GroupedQueryAttention(nn.Module):
         self.W_v = nn.Linear(self.value_size, kv_width, bias=bias)
         self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
         self.dropout = nn.Dropout(dropout)
+        self.rotary = RotaryEmbedding(self.head_width) if rotary else None
         self.attention_weights: torch.Tensor | None = None
 
     def kv_cache_numel(self, batch_size: int, num_steps: int) -> int:
@@ -279,7 +279,7 @@ class GroupedQueryAttention(nn.Module):
         return 2 * batch_size * num_steps * self.num_kv_heads * self.head_width
 
     def cache(
-        self, keys: torch.Tensor, values: torch.Tensor
+        self, keys: torch.Tensor, values: torch.Tensor, offset: int = 0
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Project and split keys and values into their heads: what a decoder
         caches.
@@ -287,6 +287,7 @@ class GroupedQueryAttention(nn.Module):
         Args:
             keys: (B, K, key_size).
             values: (B, K, value_size).
+            offset: position of the first key (rotary only; for appending).
         Returns:
             keys (B, num_kv_heads, K, d) and values (B, num_kv_heads, K, d);
             together they hold :meth:`kv_cache_numel` (B, K) numbers.
@@ -304,7 +305,10 @@ class GroupedQueryAttention(nn.Module):
                 batch_size, num_keys, self.num_kv_heads, self.head_width
             ).transpose(1, 2)
 
-        return split(self.W_k(keys)), split(self.W_v(values))
+        keys = split(self.W_k(keys))  # (B, num_kv_heads, K, d)
+        if self.rotary is not None:
+            keys = self.rotary(keys, offset)
+        return keys, split(self.W_v(values))
 
     def forward(
         self,
@@ -365,16 +369,16 @@ class GroupedQueryAttention(nn.Module):
         """
         batch_size, num_queries = queries.shape[:2]
         num_keys = keys.shape[2]
-        groups = (
-            batch_size,
-            self.num_kv_heads,
-            -1,
-        )  # -1: query heads per group
+        groups = (batch_size, self.num_kv_heads, -1)  # -1: heads per group
         grouped_queries = (
             self.W_q(queries)
             .view(batch_size, num_queries, *groups[1:], self.head_width)
             .permute(0, 2, 3, 1, 4)
         )  # (B, num_kv_heads, H / num_kv_heads, Q, d)
+        if self.rotary is not None:
+            grouped_queries = self.rotary(
+                grouped_queries, num_keys - num_queries
+            )
         # Each key/value head serves its group by broadcasting, not copying.
         scores = grouped_queries @ keys[:, :, None].transpose(3, 4)
         scores = scores / math.sqrt(self.head_width)  # (..., Q, K)

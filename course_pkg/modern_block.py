@@ -132,6 +132,7 @@ class PreNormEncoderBlock(nn.Module):
         ffn: "relu" (:class:`course_pkg.transformer.PositionWiseFFN`) or
             "swiglu" (:class:`SwiGLUFFN`).
         num_kv_heads: key/value heads of the attention (default H).
+        rotary: rotary position embedding inside the attention.
     Raises:
         ValueError: on an unknown norm or ffn, or head counts that do not
             divide (see :class:`GroupedQueryAttention`).
@@ -148,6 +149,7 @@ class PreNormEncoderBlock(nn.Module):
         norm: str = "layer",
         ffn: str = "relu",
         num_kv_heads: int | None = None,
+        rotary: bool = False,
     ):
         super().__init__()
         norms = {"layer": nn.LayerNorm, "rms": RMSNorm}
@@ -164,6 +166,7 @@ class PreNormEncoderBlock(nn.Module):
             dropout,
             use_bias,
             num_kv_heads=num_kv_heads,
+            rotary=rotary,
         )
         self.norm2 = norms[norm](num_hiddens)
         self.ffn = ffns[ffn](ffn_num_hiddens, num_hiddens)

@@ -328,3 +328,47 @@ def test_scale_is_one_over_sqrt_head_width():
     v = torch.tensor([[[[1.0], [0.0]]]], dtype=F64)
     expected = math.exp(1.0) / (math.exp(1.0) + 1.0)  # q.k / sqrt(4) = 1
     assert abs(blockwise_attention(q, k, v, 1).item() - expected) <= 1e-15
+
+
+# ----------------------------------------------------------------------------- rotary positions inside GQA
+
+
+def test_gqa_with_rotary_matches_sdpa_on_rotated_queries_and_keys():
+    from course_pkg.rotary import RotaryEmbedding
+
+    torch.manual_seed(3)
+    gqa = GroupedQueryAttention(32, 8, num_kv_heads=2, rotary=True).double()
+    X = torch.randn(3, 7, 32, dtype=F64)
+    rope = RotaryEmbedding(4)
+    queries = rope(_split(gqa.W_q(X), 8))
+    keys, values = rope(_split(gqa.W_k(X), 2)), _split(gqa.W_v(X), 2)
+    heads = F.scaled_dot_product_attention(queries, keys, values, is_causal=True, enable_gqa=True)
+    expected = gqa.W_o(heads.transpose(1, 2).reshape(3, 7, 32))
+    assert (gqa(X, X, X, causal=True) - expected).abs().max() <= 1e-12
+    plain = GroupedQueryAttention(32, 8, num_kv_heads=2).double()
+    plain.load_state_dict(gqa.state_dict())  # RotaryEmbedding has no parameters
+    assert (plain(X, X, X, causal=True) - expected).abs().max() > 1e-3  # the rotation does something
+    # A single position is position 0, where the rotation is the identity.
+    assert (plain(X[:, :1], X[:, :1], X[:, :1]) - gqa(X[:, :1], X[:, :1], X[:, :1])).abs().max() <= 1e-12
+
+
+def test_gqa_with_rotary_step_by_step_with_a_growing_cache_equals_one_causal_call():
+    torch.manual_seed(4)
+    gqa = GroupedQueryAttention(16, 4, num_kv_heads=2, rotary=True).double()
+    X = torch.randn(2, 6, 16, dtype=F64)
+    keys = values = None
+    outputs = []
+    for t in range(6):
+        new_keys, new_values = gqa.cache(X[:, t : t + 1], X[:, t : t + 1], offset=t)
+        keys = new_keys if keys is None else torch.cat([keys, new_keys], dim=2)
+        values = new_values if values is None else torch.cat([values, new_values], dim=2)
+        outputs.append(gqa.attend_cached(X[:, t : t + 1], keys, values, causal=True))
+    assert (torch.cat(outputs, dim=1) - gqa(X, X, X, causal=True)).abs().max() <= 1e-12
+
+
+def test_gqa_with_rotary_forward_and_backward_on_device(device):
+    gqa = GroupedQueryAttention(8, 4, num_kv_heads=2, rotary=True).to(device)
+    X = torch.randn(2, 5, 8, device=device, requires_grad=True)
+    out = gqa(X, X, X, torch.tensor([5, 2], device=device), causal=True)
+    assert out.shape == (2, 5, 8) and out.device.type == device.type
+    out.sum().backward()

@@ -122,14 +122,17 @@ def test_pre_norm_residual_path_is_the_identity_when_sublayers_are_silent():
     assert torch.equal(block(X), X)  # a post-norm block would still normalise X
 
 
-@pytest.mark.parametrize("norm, ffn, num_kv_heads", [("layer", "relu", None), ("rms", "swiglu", 2), ("rms", "relu", 1)])
-def test_pre_norm_block_options_gradcheck(norm, ffn, num_kv_heads):
+@pytest.mark.parametrize(
+    "norm, ffn, num_kv_heads, rotary", [("layer", "relu", None, False), ("rms", "swiglu", 2, True), ("rms", "relu", 1, False)]
+)
+def test_pre_norm_block_options_gradcheck(norm, ffn, num_kv_heads, rotary):
     torch.manual_seed(0)
-    block = PreNormEncoderBlock(8, 12, 4, 0.0, norm=norm, ffn=ffn, num_kv_heads=num_kv_heads).double()
+    block = PreNormEncoderBlock(8, 12, 4, 0.0, norm=norm, ffn=ffn, num_kv_heads=num_kv_heads, rotary=rotary).double()
     X = torch.randn(2, 4, 8, dtype=F64, requires_grad=True)
     lens = torch.tensor([4, 1])
     assert torch.autograd.gradcheck(lambda x: block(x, lens, causal=True), (X,))
     assert block.attention.num_kv_heads == (num_kv_heads or 4)
+    assert (block.attention.rotary is not None) == rotary
 
 
 @pytest.mark.parametrize(
