@@ -18,6 +18,7 @@ from torch.overrides import TorchFunctionMode
 
 from course_pkg.attention import MultiHeadAttention, masked_softmax
 from course_pkg.efficient_attention import GroupedQueryAttention, blockwise_attention
+from course_pkg.rotary import RotaryEmbedding
 
 F64 = torch.float64
 
@@ -334,8 +335,6 @@ def test_scale_is_one_over_sqrt_head_width():
 
 
 def test_gqa_with_rotary_matches_sdpa_on_rotated_queries_and_keys():
-    from course_pkg.rotary import RotaryEmbedding
-
     torch.manual_seed(3)
     gqa = GroupedQueryAttention(32, 8, num_kv_heads=2, rotary=True).double()
     X = torch.randn(3, 7, 32, dtype=F64)
