@@ -81,7 +81,8 @@ def worker(args: argparse.Namespace) -> None:
         # DDP: warm up, then time the whole run of steps
         for batch in batches[: args.warmup]:
             train_step(ddp, [batch], optimizer, pad, grad_clip=1.0)
-        seconds = _timed(device, lambda: [train_step(ddp, [b], optimizer, pad, grad_clip=1.0) for b in batches])
+        seconds = _timed(device, lambda: [train_step(ddp, [b], optimizer, pad, grad_clip=1.0)
+                                          for b in batches])
 
         # Hand-written steps taken apart, on a replica of its own (DDP's hooks stay on the first):
         # compute, all-reduce per tensor, one flat all-reduce
@@ -126,7 +127,8 @@ def launch(args: argparse.Namespace, world_size: int, device: str) -> dict:
                    "--master-addr", "127.0.0.1", "--master-port", str(free_port()), __file__, "--worker",
                    "--json", out, "--device", device, "--batch", str(args.batch), "--steps", str(args.steps),
                    "--warmup", str(args.warmup), "--num-pairs", str(args.num_pairs)]
-        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=path)
         subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL)
         return json.loads(Path(out).read_text())
 
@@ -149,8 +151,8 @@ def report(results: dict[int, dict]) -> None:
           f"{two['per_tensor_ms'] / (two['compute_ms'] + two['per_tensor_ms']):.0%} per tensor, "
           f"{two['flat_ms'] / (two['compute_ms'] + two['flat_ms']):.0%} in one buffer")
     sent = 2 * (2 - 1) / 2 * gradient_mb
-    print(f"cost model: each rank sends and receives 2(p-1)/p x {gradient_mb:.2f} MB = {sent:.2f} MB per step "
-          f"at p = 2; one buffer moved it at {sent / two['flat_ms']:.2f} GB/s")
+    print(f"cost model: each rank sends and receives 2(p-1)/p x {gradient_mb:.2f} MB = {sent:.2f} MB "
+          f"per step at p = 2; one buffer moved it at {sent / two['flat_ms']:.2f} GB/s")
 
 
 def main() -> None:

@@ -337,7 +337,8 @@ def train_data_parallel(args: argparse.Namespace, info: RankInfo | None = None, 
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds = time.perf_counter() - start
-    return {"step_loss": step_loss, "tokens_per_s": int(num_tokens) / seconds, "seconds": seconds, "model": model}
+    return {"step_loss": step_loss, "tokens_per_s": int(num_tokens) / seconds, "seconds": seconds,
+            "model": model}
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -359,7 +360,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="CPU threads per process")
     parser.add_argument("--save", default=None,
-                        help="rank 0 saves {sync: state_dict} of the trained models to this file")
+                        help="rank 0 saves {sync: {'model': state_dict, 'step_loss': [...], "
+                             "'tokens_per_s': float}} to this file")
     return parser.parse_args(argv)
 
 
@@ -371,7 +373,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         trained = {}
         for sync in args.sync:
             result = train_data_parallel(args, info, sync)
-            trained[sync] = {name: t.cpu() for name, t in result["model"].state_dict().items()}
+            trained[sync] = {"model": {name: t.cpu() for name, t in result["model"].state_dict().items()},
+                             "step_loss": result["step_loss"], "tokens_per_s": result["tokens_per_s"]}
             if info.rank == 0:
                 losses = result["step_loss"]
                 print(f"world size {info.world_size} ({info.backend}, {sync}), {args.model}: "

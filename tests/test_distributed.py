@@ -51,14 +51,16 @@ def trained(tmp_path_factory):
     save_dir = tmp_path_factory.mktemp("ddp")
     context = multiprocessing.get_context("fork")
     port = distributed.free_port()
-    ranks = [context.Process(target=_rank_main, args=(rank, port, str(save_dir))) for rank in range(WORLD_SIZE)]
+    ranks = [context.Process(target=_rank_main, args=(rank, port, str(save_dir)))
+             for rank in range(WORLD_SIZE)]
     for process in ranks:
         process.start()
     for process in ranks:
         process.join(timeout=120)
     assert [process.exitcode for process in ranks] == [0] * WORLD_SIZE
     for name in OPTIMIZERS:
-        states[name].update(torch.load(save_dir / f"{name}.pt", weights_only=True))
+        saved = torch.load(save_dir / f"{name}.pt", weights_only=True)
+        states[name].update({sync: saved[sync]["model"] for sync in ("hand", "ddp")})
     return states
 
 
