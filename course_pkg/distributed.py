@@ -249,20 +249,23 @@ def train_step(model: nn.Module, micro_batches: Sequence[Batch], optimizer: torc
     # DDP divides the summed gradients by the world size; the token shares already sum to 1.
     scale = dist.get_world_size() if is_ddp else 1
     optimizer.zero_grad(set_to_none=True)
-    loss_total = torch.zeros((), device=global_tokens.device)
+    losses = []
     for i, (src, src_valid_len, tgt_in, tgt_out) in enumerate(micro_batches):
         # With DDP, gradients are all-reduced only on the last micro-batch's backward.
         last = i == len(micro_batches) - 1
         with model.no_sync() if is_ddp and not last else contextlib.nullcontext():
             Y_hat = model(src, tgt_in, src_valid_len)  # (B, T, V)
-            loss = masked_cross_entropy(Y_hat, tgt_out, pad) * (token_counts[i] / global_tokens)
+            loss = masked_cross_entropy(Y_hat, tgt_out, pad)
+            # the share in the loss's dtype: a float32 share would limit float64 runs to 1e-8
+            loss = loss * (token_counts[i].to(loss.dtype) / global_tokens.to(loss.dtype))
             (loss * scale).backward()
-        loss_total += loss.detach()
+        losses.append(loss.detach())
     if all_reduce_by_hand:
         all_reduce_gradients(model)
     if grad_clip is not None:
         nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     optimizer.step()
+    loss_total = torch.stack(losses).sum()
     if distributed:
         dist.all_reduce(loss_total)
     return loss_total.item()
@@ -310,7 +313,8 @@ def train_data_parallel(args: argparse.Namespace, info: RankInfo | None = None, 
     data = translation_dataloaders(splits, args.batch_size, SETTINGS.num_steps)
     pad = data.tgt_vocab.pad
     seed_everything(args.seed)
-    model = build_model(args.model, len(data.src_vocab), len(data.tgt_vocab)).to(device)
+    dtype = getattr(torch, args.dtype)
+    model = build_model(args.model, len(data.src_vocab), len(data.tgt_vocab)).to(device, dtype)
     replica = model
     if info is not None and sync == "ddp":
         # DDP broadcasts rank 0's parameters when it wraps the model.
@@ -350,6 +354,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-steps", type=int, default=None, help="stop each epoch after this many steps")
     parser.add_argument("--batch-size", type=int, default=SETTINGS.batch_size, help="global batch size G")
     parser.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
+    parser.add_argument("--dtype", choices=("float32", "float64"), default="float32",
+                        help="of the parameters (float64: to check the equality of runs beyond rounding)")
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--grad-clip", type=float, default=SETTINGS.grad_clip)
     parser.add_argument("--sync", choices=("ddp", "hand"), nargs="+", default=["ddp"],
