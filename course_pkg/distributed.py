@@ -130,12 +130,17 @@ def teardown_process_group() -> None:
 
 @contextlib.contextmanager
 def process_group(device_type: str | None = None) -> Iterator[RankInfo]:
-    """``with process_group() as info:`` runs :func:`setup_process_group`, then always tears down."""
+    """``with process_group() as info:`` runs :func:`setup_process_group`, then tears down.
+
+    After an error the group is destroyed without the barrier: the other ranks may never reach it.
+    """
     info = setup_process_group(device_type)
     try:
         yield info
-    finally:
-        teardown_process_group()
+    except BaseException:
+        dist.destroy_process_group()
+        raise
+    teardown_process_group()
 
 
 def free_port() -> int:

@@ -54,7 +54,8 @@ def trained(tmp_path_factory):
     # (the first optimizer alone imports torch._dynamo) and the corpus in its cache.
     for name, (flags, _) in RUNS.items():
         reference = distributed.train_data_parallel(distributed.parse_args([*ARGV, *flags]), None)
-        states[name] = {"one process": reference["model"].state_dict()}
+        states[name] = {"one process": reference["model"].state_dict(),
+                        "losses": {"one process": reference["step_loss"]}}
     save_dir = tmp_path_factory.mktemp("ddp")
     context = multiprocessing.get_context("fork")
     port = distributed.free_port()
@@ -64,10 +65,13 @@ def trained(tmp_path_factory):
         process.start()
     for process in ranks:
         process.join(timeout=120)
+        if process.is_alive():  # a rank stuck in a collective
+            process.kill()
     assert [process.exitcode for process in ranks] == [0] * WORLD_SIZE
     for i, name in enumerate(RUNS):
         saved = torch.load(save_dir / f"{i}.pt", weights_only=True)
         states[name].update({sync: saved[sync]["model"] for sync in ("hand", "ddp")})
+        states[name]["losses"].update({sync: saved[sync]["step_loss"] for sync in ("hand", "ddp")})
     return states
 
 
@@ -85,6 +89,15 @@ def test_two_ranks_reach_the_parameters_of_one_process(trained, run, pair):
     assert difference <= RUNS[run][1]
     # and training moved them: the agreement is not that of an untouched model
     assert _max_difference(first, _untrained()) > 1e-3
+
+
+@pytest.mark.parametrize("run", list(RUNS))
+def test_every_step_reports_the_loss_of_the_global_batch(trained, run):
+    losses = trained[run]["losses"]
+    assert len(losses["one process"]) == (6 if "float64" in run else 3)
+    for sync in ("hand", "ddp"):
+        assert losses[sync] == pytest.approx(losses["one process"], rel=1e-6)
+    assert losses["one process"][-1] < losses["one process"][0]
 
 
 def _untrained() -> dict:
