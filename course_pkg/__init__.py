@@ -18,6 +18,8 @@ One module per concept, in the order the book introduces them:
 - :mod:`course_pkg.positional` — sinusoidal and learned positional encodings.
 - :mod:`course_pkg.transformer` — the Transformer's blocks, encoder, decoder
   and model.
+- :mod:`course_pkg.distributed` — data-parallel training with torch.distributed
+  (process groups, sharded batches, gradient all-reduce, DDP).
 - :mod:`course_pkg.plotting` — heatmaps and line plots used by every chapter.
 """
 
