@@ -89,8 +89,8 @@ CLAIMS: dict[str, dict[str, str]] = {
         "Transformer - Bahdanau": 'bleus["Transformer"] - bleus["Bahdanau attention"]',
         "Bahdanau - Transformer (2 ep.)": 'bleus["Bahdanau attention"] - bleus[early_name]',
         "Transformer (2 ep.) - GRU": 'bleus[early_name] - bleus["GRU seq2seq"]',
-        "GRU loss / 3 x attention loss": 'relative_loss["GRU seq2seq"]'
-        " / (3 * largest_attention_loss)",
+        "GRU rel. loss / attention rel. loss": 'relative_loss["GRU seq2seq"]'
+        " / largest_attention_loss",
     },
 }
 
