@@ -18,6 +18,11 @@ One module per concept, in the order the book introduces them:
 - :mod:`course_pkg.positional` — sinusoidal and learned positional encodings.
 - :mod:`course_pkg.transformer` — the Transformer's blocks, encoder, decoder
   and model.
+- :mod:`course_pkg.bert` — BERT's encoder, heads and input masking.
+- :mod:`course_pkg.bert_data` — BERT's inputs from the corpus: vocabulary,
+  segments, translation pairs, tense labels.
+- :mod:`course_pkg.pretrain` — pretraining BERT, fine-tuning it, and the
+  chapter's experiment.
 - :mod:`course_pkg.plotting` — heatmaps and line plots used by every chapter.
 """
 
