@@ -15,6 +15,7 @@ Usage:
     python bench/claims_bert.py                 # 6 runs, one at a time
     python bench/claims_bert.py --jobs 2        # two at a time
     python bench/claims_bert.py --one SEED      # one run in this process (used by the above)
+    python bench/claims_bert.py --collect 0:default:out.json ...   # table from saved runs
 """
 
 from __future__ import annotations
@@ -53,20 +54,10 @@ def run(seed: int, path: str) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--one", type=int, default=None)
-    parser.add_argument("--jobs", type=int, default=1)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    args = parser.parse_args()
-    if args.one is not None:
-        print(json.dumps(one(args.one)))
-        return
-    cases = [(seed, path) for seed in args.seeds for path in PATHS]
-    with ThreadPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(lambda case: run(*case), cases))
+def table(cases: list[tuple[int, str]], results: list[dict]) -> None:
+    """Print one row per (seed, path), then the minimum and maximum of each gain."""
     names = ["scratch", "MLM", "MLM + pair"]
-    print(f"{'seed':>4} {'path':>8} {'cpu':>8} " + " ".join(f"{n:>11}" for n in names)
+    print(f"{'seed':>4} {'path':>8} {'cpu':>8} " + " ".join(f"{n:>10}" for n in names)
           + f" {'MLM-scr':>8} {'pair-scr':>8} {'pair-MLM':>8} {'pair task':>9}")
     gains: dict[str, list[float]] = {"MLM-scr": [], "pair-scr": [], "pair-MLM": [], "pair task": []}
     for (seed, path), result in zip(cases, results):
@@ -75,10 +66,36 @@ def main() -> None:
                "pair-MLM": acc["MLM + pair"] - acc["MLM"], "pair task": result["pair_accuracy"]}
         for key, value in row.items():
             gains[key].append(value)
-        print(f"{seed:>4} {path:>8} {result['capability']:>8} " + " ".join(f"{acc[n]:>11.3f}" for n in names)
-              + " " + " ".join(f"{row[k]:>8.3f}" for k in ("MLM-scr", "pair-scr", "pair-MLM")) + f" {row['pair task']:>9.3f}")
+        print(f"{seed:>4} {path:>8} {result['capability']:>8} " + " ".join(f"{acc[n]:>10.3f}" for n in names)
+              + " " + " ".join(f"{row[k]:>8.3f}" for k in ("MLM-scr", "pair-scr", "pair-MLM"))
+              + f" {row['pair task']:>9.3f}")
     for key, values in gains.items():
         print(f"{key:>9}: min {min(values):.3f}  max {max(values):.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--one", type=int, default=None, help="run one seed here, print its JSON")
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--collect", nargs="+", default=None, metavar="SEED:PATH:FILE",
+                        help="print the table from --one outputs saved in files")
+    args = parser.parse_args()
+    if args.one is not None:
+        print(json.dumps(one(args.one)))
+        return
+    if args.collect:
+        cases, results = [], []
+        for item in args.collect:
+            seed, path, file = item.split(":", 2)
+            cases.append((int(seed), path))
+            results.append(json.loads(Path(file).read_text().strip().splitlines()[-1]))
+        table(cases, results)
+        return
+    cases = [(seed, path) for seed in args.seeds for path in PATHS]
+    with ThreadPoolExecutor(args.jobs) as pool:
+        results = list(pool.map(lambda case: run(*case), cases))
+    table(cases, results)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,14 @@ import torch
 from torch import nn
 
 import course_pkg
-from course_pkg import attention, bert, kernel_regression, positional, seq2seq, transformer
+from course_pkg import (
+    attention,
+    bert,
+    kernel_regression,
+    positional,
+    seq2seq,
+    transformer,
+)
 
 ABSTRACT = {seq2seq.Encoder, seq2seq.Decoder}
 
