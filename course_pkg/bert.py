@@ -386,7 +386,7 @@ class BERTClassifier(nn.Module):
         segments: torch.Tensor,
         valid_lens: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """tokens, segments (B, T), valid_lens None or (B,) -> (B, C) scores."""
+        """tokens, segments (B, T), valid_lens None or (B,) -> (B, C)."""
         encoded = self.encoder(tokens, segments, valid_lens)  # (B, T, D)
         if self.pooling == "mean":
             positions = torch.arange(tokens.shape[1], device=tokens.device)

@@ -1,4 +1,4 @@
-"""BERT's inputs built from the course's corpus: vocabulary, segments, pairs, labels.
+"""BERT's inputs from the course's corpus: vocabulary, segments, labels.
 
 Chapter: "Pretraining an encoder: BERT". One vocabulary for both languages
 with ``<cls>``, ``<sep>`` and ``<mask>`` (:func:`bert_vocab`), single
@@ -137,7 +137,7 @@ def translation_pairs(
     if num_pairs < 2:
         raise ValueError(f"num_pairs must be >= 2, got {num_pairs}")
     is_translation = (torch.rand(num_pairs, generator=generator) < 0.5).long()
-    # A shift in 1 .. N-1 never lands on i itself, and is uniform over the rest.
+    # A shift in 1 .. N-1 never lands on i, and is uniform over the rest.
     shift = torch.randint(1, num_pairs, (num_pairs,), generator=generator)
     own = torch.arange(num_pairs)
     other = (own + shift) % num_pairs

@@ -3,13 +3,11 @@
 Chapter: "Pretraining an encoder: BERT". With the inputs of
 :mod:`course_pkg.bert_data`:
 
-1. Pretraining (:func:`pretrain_bert`): masked language modelling on the
-   English sentences, with or without the pair objective.
-2. Fine-tuning (:func:`fine_tune`, :func:`predict`): a classifier of the
-   whole sentence from a few labelled sentences.
-3. The chapter's experiment (:func:`compare_pretraining`): pretrained
-   against from scratch, and the pair task's accuracy
-   (:func:`pair_task_accuracy`).
+1. Pretraining (:func:`pretrain_bert`): MLM on the English sentences, with
+   or without the pair objective.
+2. Fine-tuning (:func:`fine_tune`, :func:`predict`) from a few labels.
+3. The chapter's experiment (:func:`compare_pretraining`,
+   :func:`pair_task_accuracy`).
 
 The settings of the chapter and of ``bench/claims_bert.py`` live in one
 frozen dataclass, :class:`BERTSettings`, so the two cannot drift apart.
@@ -105,7 +103,8 @@ def pretrain_bert(
     Args:
         model: a :class:`~course_pkg.bert.BERTModel` over vocab.
         english, french: aligned training sentences (French used only with
-            the pair task). vocab: from :func:`bert_vocab`.
+            the pair task).
+        vocab: from :func:`~course_pkg.bert_data.bert_vocab`.
         use_pair: add the pair objective. settings: sizes and budgets.
         seed: seeds the batches, the masks and the pair draws.
     Returns:
@@ -368,10 +367,11 @@ def pair_task_accuracy(
     settings: BERTSettings = SETTINGS,
     seed: int = 0,
 ) -> float:
-    """Accuracy of the pair head on the test split of ``english_french_corpus(0)``.
+    """Accuracy of the pair head on the test split of the corpus (seed 0).
 
     Each English test sentence goes with its translation or with another test
-    sentence's French (:func:`translation_pairs`, seeded by seed).
+    sentence's French (:func:`~course_pkg.bert_data.translation_pairs`,
+    seeded by seed).
 
     Args:
         model: a pretrained :class:`BERTModel`. vocab: its vocabulary.
