@@ -288,10 +288,7 @@ def predict(
 
 
 def new_bert(vocab_size: int, settings: BERTSettings, seed: int) -> BERTModel:
-    """A freshly initialised :class:`BERTModel` of the settings' sizes.
-
-    The weights depend only on seed (torch's global generator is seeded).
-    """
+    """A fresh :class:`BERTModel` of the settings' sizes; weights set by seed."""
     torch.manual_seed(seed)
     return BERTModel(
         vocab_size,
