@@ -1,9 +1,10 @@
 """The margins behind the BERT chapter's assertions, over seeds and CPU paths.
 
-The chapter "Pretraining an encoder: BERT" runs ``compare_pretraining(seed=0)`` and asserts that
-the pretrained encoders beat the one trained from scratch on the test split. Training results
-differ across CPUs (SIMD paths change float sums), so the floor the notebook asserts is measured
-here: the same function, for seeds 0, 1, 2, each in a fresh process under
+The chapter "Pretraining an encoder: BERT" runs ``compare_pretraining(seed=0)``: pretrained
+(MLM, MLM + pair task) against from scratch, tense accuracy on the test split. Training results
+differ across CPUs (SIMD paths change float sums), so a claim the notebook asserts must hold over
+seeds and paths; this measures them with the same function, for seeds 0, 1, 2, each in a fresh
+process under
 
 - ``default``: ``ATEN_CPU_CAPABILITY=default`` (no SIMD kernels) and ``MKL_CBWR=COMPATIBLE``,
 - ``native``: the native path (avx2 on the course's machine) and ``MKL_CBWR=COMPATIBLE``,
