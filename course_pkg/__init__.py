@@ -20,6 +20,11 @@ One module per concept, in the order the book introduces them:
   and model.
 - :mod:`course_pkg.distributed` — data-parallel training with torch.distributed
   (process groups, sharded batches, gradient all-reduce, DDP).
+- :mod:`course_pkg.bert` — BERT's encoder, heads and input masking.
+- :mod:`course_pkg.bert_data` — BERT's inputs from the corpus: vocabulary,
+  segments, translation pairs, tense labels.
+- :mod:`course_pkg.pretrain` — pretraining BERT, fine-tuning it, and the
+  chapter's experiment.
 - :mod:`course_pkg.plotting` — heatmaps and line plots used by every chapter.
 """
 

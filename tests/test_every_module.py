@@ -18,6 +18,7 @@ from torch import nn
 import course_pkg
 from course_pkg import (
     attention,
+    bert,
     efficient_attention,
     kernel_regression,
     modern_block,
@@ -74,7 +75,20 @@ def _transformer_decoder(device):
     return decoder(_tokens(device, vocab=13), state)[0]
 
 
+def _bert_inputs(device):
+    return _tokens(device), _tokens(device, vocab=2), _lens(device, 5, 2)
+
+
 FORWARDS = {
+    bert.BERTEncoder: lambda d: bert.BERTEncoder(11, 8, 16, 2, 2, 0.1, max_len=7).to(d)(*_bert_inputs(d)),
+    bert.MaskLM: lambda d: bert.MaskLM(11, 8).to(d)(_x(d, 2, 5, 8)),
+    bert.CLSClassifier: lambda d: bert.CLSClassifier(8, 3).to(d)(_x(d, 2, 5, 8)),
+    bert.BERTModel: lambda d: sum(
+        out.float().sum() for out in bert.BERTModel(11, 8, 16, 2, 2, 0.1, max_len=7).to(d)(*_bert_inputs(d))
+    ),
+    bert.BERTClassifier: lambda d: bert.BERTClassifier(
+        bert.BERTEncoder(11, 8, 16, 2, 2, 0.1, max_len=7), 3, pooling="mean"
+    ).to(d)(*_bert_inputs(d)),
     attention.AdditiveAttention: lambda d: attention.AdditiveAttention(5, 0.1, query_size=3, key_size=4).to(d)(
         _x(d, 2, 3, 3), _x(d, 2, 6, 4), _x(d, 2, 6, 2), _lens(d, 6, 2)
     ),
