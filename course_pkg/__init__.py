@@ -18,6 +18,10 @@ One module per concept, in the order the book introduces them:
 - :mod:`course_pkg.positional` — sinusoidal and learned positional encodings.
 - :mod:`course_pkg.transformer` — the Transformer's blocks, encoder, decoder
   and model.
+- :mod:`course_pkg.gpt` — a decoder-only Transformer (GPT), sampling,
+  the key/value cache.
+- :mod:`course_pkg.lm_translation` — translation as language modelling:
+  data, training and translating with a GPT.
 - :mod:`course_pkg.plotting` — heatmaps and line plots used by every chapter.
 """
 
