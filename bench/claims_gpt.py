@@ -16,7 +16,8 @@ under each sampling setting. It prints one row per run and the min and max
 of every column: the notebook's asserts use floors below those minima.
 
 Usage:
-    python bench/claims_gpt.py                 # 9 runs, 15-25 min on 2 cores
+    python bench/claims_gpt.py                 # 9 runs, about 15 min on 2 free cores
+    python bench/claims_gpt.py --jobs 4 --out runs/  # keep each run's row
     python bench/claims_gpt.py --one 0         # one run (seed 0) here
 """
 
@@ -28,6 +29,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -152,50 +154,65 @@ def measure(seed: int) -> dict[str, float]:
     return row
 
 
-def run_one(run: tuple[str, int]) -> dict[str, float]:
-    """One seed on one CPU path, in a fresh process (the path is fixed at start-up)."""
+def run_one(run: tuple[str, int], out: Path) -> dict[str, float]:
+    """One seed on one CPU path, in a fresh process (the path is fixed at
+    start-up); the row is kept in out/PATH-SEED.json and reused if there."""
     path, seed = run
-    result = subprocess.run(
-        [sys.executable, __file__, "--one", str(seed)],
-        env={**os.environ, **PATHS[path], "OMP_NUM_THREADS": "1"},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    row = json.loads(result.stdout.strip().splitlines()[-1])
-    print(f"done: {path} seed {seed}", file=sys.stderr, flush=True)
-    return row
+    saved = out / f"{path}-{seed}.json"
+    if not saved.exists():
+        result = subprocess.run(
+            [sys.executable, __file__, "--one", str(seed)],
+            env={**os.environ, **PATHS[path], "OMP_NUM_THREADS": "1"},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        saved.write_text(result.stdout.strip().splitlines()[-1])
+        print(f"done: {path} seed {seed}", file=sys.stderr, flush=True)
+    return json.loads(saved.read_text())
+
+
+def report(rows: dict[tuple[str, int], dict[str, float]]) -> None:
+    """One line per run, then the min and max of every column."""
+    columns = list(next(iter(rows.values())))
+    print("columns:", " | ".join(columns))
+    for (path, seed), row in rows.items():
+        cells = " ".join(f"{v:.3f}" for v in row.values())
+        print(f"{path:<15} seed {seed}: {cells}")
+    print(f"\n{'':<22} {'min':>7} {'max':>7}")
+    derived = {
+        "Transformer - GPT": lambda r: r["Transformer BLEU"] - r["GPT BLEU"],
+        "no-PE - GPT": lambda r: r["GPT no-PE BLEU"] - r["GPT BLEU"],
+    }
+    for column in columns + list(derived):
+        if column in derived:
+            values = [derived[column](row) for row in rows.values()]
+        else:
+            values = [row[column] for row in rows.values()]
+        print(f"{column:<22} {min(values):7.3f} {max(values):7.3f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--one", type=int, help="one run with this seed")
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time")
+    parser.add_argument(
+        "--out", type=Path, help="keep (and reuse) each run's row here"
+    )
     args = parser.parse_args()
     if args.one is not None:
         print(json.dumps(measure(args.one)))
         return
-    runs = [(path, seed) for path in PATHS for seed in SEEDS]
-    # Two runs at a time, each on one thread: the machine has 2 cores.
-    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        outputs = dict(zip(runs, pool.map(run_one, runs)))
-    rows = {run: outputs[run] for run in runs}
-    for (path, seed), row in rows.items():
-        cells = " ".join(f"{v:.3f}" for v in row.values())
-        print(f"{path:<15} seed {seed}: {cells}")
-    print("columns:", " | ".join(next(iter(rows.values()))))
-    columns = list(next(iter(rows.values())))
-    print(f"\n{'':<15} {'min':>7} {'max':>7}")
-    for column in columns:
-        values = [row[column] for row in rows.values()]
-        print(f"{column:<22} {min(values):7.3f} {max(values):7.3f}")
-    diffs = {
-        "Transformer - GPT": [r["Transformer BLEU"] - r["GPT BLEU"] for r in rows.values()],
-        "GPT - no-PE": [r["GPT BLEU"] - r["GPT no-PE BLEU"] for r in rows.values()],
-    }
-    for name, values in diffs.items():
-        print(f"{name:<22} {min(values):7.3f} {max(values):7.3f}")
-    print(json.dumps({f"{p}/{s}": r for (p, s), r in rows.items()}))
+    with tempfile.TemporaryDirectory() as scratch:
+        out = args.out or Path(scratch)
+        out.mkdir(parents=True, exist_ok=True)
+        runs = [(path, seed) for path in PATHS for seed in SEEDS]
+        # Each run uses one thread; the default suits a 2-core machine.
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            rows = dict(
+                zip(runs, pool.map(lambda run: run_one(run, out), runs))
+            )
+    report(rows)
 
 
 if __name__ == "__main__":

@@ -118,7 +118,9 @@ class GPT(nn.Module):
         self.max_len, self.positional = max_len, positional
         self.embedding = nn.Embedding(vocab_size, num_hiddens)
         if positional == "sinusoidal":
-            self.pos_encoding = PositionalEncoding(num_hiddens, dropout, max_len)
+            self.pos_encoding = PositionalEncoding(
+                num_hiddens, dropout, max_len
+            )
         elif positional == "learned":
             self.pos_encoding = LearnedPositionalEncoding(
                 num_hiddens, dropout, max_len
@@ -127,7 +129,9 @@ class GPT(nn.Module):
             self.pos_encoding = None
             self.dropout = nn.Dropout(dropout)
         self.blks = nn.ModuleList(
-            GPTBlock(num_hiddens, ffn_num_hiddens, num_heads, dropout, use_bias)
+            GPTBlock(
+                num_hiddens, ffn_num_hiddens, num_heads, dropout, use_bias
+            )
             for _ in range(num_blks)
         )
         self.dense = nn.Linear(num_hiddens, vocab_size)
@@ -189,7 +193,9 @@ class GPT(nn.Module):
         new_cache: KVCache = []
         for i, blk in enumerate(self.blks):
             H, blk_cache = blk(
-                H, None if cache is None else cache[i], need_weights=need_weights
+                H,
+                None if cache is None else cache[i],
+                need_weights=need_weights,
             )
             new_cache.append(blk_cache)
         self.attention_weights = [
@@ -353,7 +359,9 @@ def generate(
     )
     try:
         with torch.no_grad():
-            scores, cache = model.forward_with_cache(prompt, need_weights=False)
+            scores, cache = model.forward_with_cache(
+                prompt, need_weights=False
+            )
             for step in range(max_new_tokens):
                 next_token = _draw(
                     scores[:, -1], temperature, top_k, top_p, generator

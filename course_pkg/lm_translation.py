@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -115,7 +115,9 @@ def translation_lm_arrays(
         hidden = [vocab.pad] * (len(prompt) - 1)  # English: no loss
         inputs.append(truncate_pad(sequence[:-1], num_steps, vocab.pad))
         labels.append(
-            truncate_pad(hidden + sequence[len(prompt) :], num_steps, vocab.pad)
+            truncate_pad(
+                hidden + sequence[len(prompt) :], num_steps, vocab.pad
+            )
         )
     shape = (len(pairs), num_steps)
     return (
@@ -247,11 +249,18 @@ def train_lm(
             optimizer.step()
             step_loss.append(loss.item())
             count = int((Y != pad).sum())
-            loss_sum, num_labels = loss_sum + step_loss[-1] * count, num_labels + count
+            loss_sum, num_labels = (
+                loss_sum + step_loss[-1] * count,
+                num_labels + count,
+            )
         epoch_loss.append(loss_sum / max(num_labels, 1))
     seconds = time.perf_counter() - start
     model.eval()
-    return {"epoch_loss": epoch_loss, "step_loss": step_loss, "train_seconds": seconds}
+    return {
+        "epoch_loss": epoch_loss,
+        "step_loss": step_loss,
+        "train_seconds": seconds,
+    }
 
 
 def translate_lm(
