@@ -252,7 +252,8 @@ def test_generation_leaves_the_training_mode_as_it_was():
 # ----------------------------------------------------------------------------- the sampling filters
 
 
-logit_rows = st.lists(st.floats(-8, 8, allow_nan=False, width=32), min_size=2, max_size=12, unique=True)
+# Scores at least 0.1 apart: ties (which either token may win) are not the property tested.
+logit_rows = st.lists(st.integers(-80, 80), min_size=2, max_size=12, unique=True).map(lambda xs: [x / 10 for x in xs])
 
 
 @settings(max_examples=60, deadline=None)
