@@ -25,6 +25,10 @@ One module per concept, in the order the book introduces them:
   segments, translation pairs, tense labels.
 - :mod:`course_pkg.pretrain` — pretraining BERT, fine-tuning it, and the
   chapter's experiment.
+- :mod:`course_pkg.gpt` — a decoder-only Transformer (GPT), sampling,
+  the key/value cache.
+- :mod:`course_pkg.lm_translation` — translation as language modelling:
+  data, training and translating with a GPT.
 - :mod:`course_pkg.plotting` — heatmaps and line plots used by every chapter.
 """
 

@@ -20,6 +20,7 @@ from course_pkg import (
     attention,
     bert,
     efficient_attention,
+    gpt,
     kernel_regression,
     modern_block,
     positional,
@@ -122,6 +123,10 @@ FORWARDS = {
     ),
     transformer.TransformerDecoderBlock: _decoder_block,
     transformer.TransformerDecoder: _transformer_decoder,
+    gpt.GPTBlock: lambda d: gpt.GPTBlock(8, 16, 2, 0.1).to(d)(
+        _x(d, 2, 3, 8), (_x(d, 2, 4, 8), _x(d, 2, 4, 8)), need_weights=False
+    )[0],
+    gpt.GPT: lambda d: gpt.GPT(11, 8, 16, 2, 2, 0.1).to(d)(_tokens(d)),
     transformer.Transformer: lambda d: transformer.Transformer(11, 13, 8, 16, 2, 2, 0.1).to(d)(
         _tokens(d), _tokens(d, vocab=13), _lens(d, 5, 3)
     ),
