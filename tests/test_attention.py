@@ -17,15 +17,17 @@ from hypothesis import strategies as st
 from torch import nn
 
 from course_pkg.attention import (
+    MultiHeadAttention,
+    copy_weights_from_torch,
+    transpose_output,
+    transpose_qkv,
+)
+from course_pkg.masks import attention_mask, causal_mask, masked_softmax, sequence_mask
+from course_pkg.scoring import (
     AdditiveAttention,
     DotProductAttention,
     LuongAttention,
-    MultiHeadAttention,
-    causal_mask,
-    masked_softmax,
-    sequence_mask,
-    transpose_output,
-    transpose_qkv,
+    fused_attention,
 )
 
 F64 = torch.float64
@@ -120,26 +122,27 @@ def test_masked_softmax_gradcheck():
 # ----------------------------------------------------------------------------- dot-product attention
 
 
-def _torch_mask(valid_lens, batch, queries, keys, causal=False):
-    mask = sequence_mask(valid_lens, keys).expand(batch, queries, keys)
-    if causal:
-        mask = mask & causal_mask(queries, keys)
+def _torch_mask(valid_lens, queries, keys, causal=False):
+    """torch's boolean attn_mask (True = may attend), built without our mask helpers."""
+    mask = torch.arange(keys)[None, None, :] < valid_lens[:, None, None]  # (B, 1, K)
+    if causal:  # the queries are the last Q of the K positions
+        mask = mask & torch.ones(queries, keys, dtype=torch.bool).tril(diagonal=keys - queries)
     return mask
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("need_weights", [True, False])
-def test_dot_product_attention_matches_torch_sdpa(causal, need_weights):
+def test_explicit_dot_product_attention_matches_torch_sdpa(causal):
+    """The explicit path against the fused kernel; the fused path is checked against d2l, the
+    explicit path and torch.nn.MultiheadAttention, never against the kernel it calls."""
     torch.manual_seed(0)
-    q, k, v = randn(3, 5, 8, dtype=F64), randn(3, 5, 8, dtype=F64), randn(3, 5, 6, dtype=F64)
+    q, k, v = randn(3, 4, 8, dtype=F64), randn(3, 5, 8, dtype=F64), randn(3, 5, 6, dtype=F64)
     valid_lens = torch.tensor([5, 3, 1])
     attention = DotProductAttention(dropout=0.0).eval()
-    ours = attention(q, k, v, valid_lens, causal=causal, need_weights=need_weights)
-    mask = _torch_mask(valid_lens, 3, 5, 5, causal)
-    theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    assert ours.shape == (3, 5, 6)
+    ours = attention(q, k, v, valid_lens, causal=causal, need_weights=True)
+    theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=_torch_mask(valid_lens, 4, 5, causal))
+    assert ours.shape == (3, 4, 6)
     assert torch.allclose(ours, theirs, atol=1e-6)
-    assert (attention.attention_weights is not None) == need_weights
+    assert attention.attention_weights is not None
 
 
 def test_fused_path_equals_explicit_path_float32():
@@ -154,10 +157,11 @@ def test_fused_path_equals_explicit_path_float32():
             assert torch.allclose(explicit, fused, atol=1e-5), (valid_lens, causal)
 
 
-def test_dot_product_attention_matches_d2l():
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_dot_product_attention_matches_d2l(need_weights):
     q, k, v = randn(2, 3, 4, dtype=F64), randn(2, 6, 4, dtype=F64), randn(2, 6, 5, dtype=F64)
     valid_lens = torch.tensor([2, 6])
-    ours = DotProductAttention(0.0)(q, k, v, valid_lens)
+    ours = DotProductAttention(0.0)(q, k, v, valid_lens, need_weights=need_weights)
     reference = d2l.DotProductAttention(0.0)
     theirs = reference(q, k, v, valid_lens)
     assert torch.allclose(ours, theirs, atol=1e-12)
@@ -248,18 +252,6 @@ def test_transpose_qkv_round_trip_and_head_layout():
     assert torch.equal(transpose_output(heads, 4), X)
 
 
-def _copy_from_torch_mha(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
-    D = ours.num_hiddens
-    with torch.no_grad():
-        for i, layer in enumerate((ours.W_q, ours.W_k, ours.W_v)):
-            layer.weight.copy_(theirs.in_proj_weight[i * D : (i + 1) * D])
-            if layer.bias is not None:
-                layer.bias.copy_(theirs.in_proj_bias[i * D : (i + 1) * D])
-        ours.W_o.weight.copy_(theirs.out_proj.weight)
-        if ours.W_o.bias is not None:
-            ours.W_o.bias.copy_(theirs.out_proj.bias)
-
-
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("need_weights", [True, False])
 def test_multihead_matches_torch_multiheadattention(bias, need_weights):
@@ -267,17 +259,18 @@ def test_multihead_matches_torch_multiheadattention(bias, need_weights):
     D, H = 12, 3
     theirs = nn.MultiheadAttention(D, H, bias=bias, batch_first=True, dtype=F64).eval()
     ours = MultiHeadAttention(D, H, 0.0, bias=bias).double().eval()
-    _copy_from_torch_mha(ours, theirs)
+    copy_weights_from_torch(ours, theirs)
     q, kv = randn(3, 4, D, dtype=F64), randn(3, 6, D, dtype=F64)
     valid_lens = torch.tensor([6, 2, 5])
-    key_padding_mask = ~sequence_mask(valid_lens, 6)[:, 0]  # torch: True = ignore
+    key_padding_mask = torch.arange(6) >= valid_lens[:, None]  # torch: True = ignore
     expected, expected_weights = theirs(q, kv, kv, key_padding_mask=key_padding_mask, average_attn_weights=False)
     got = ours(q, kv, kv, valid_lens, need_weights=need_weights)
     assert torch.allclose(got, expected, atol=1e-6)
     if need_weights:
         assert torch.allclose(ours.attention_weights, expected_weights, atol=1e-6)
     # Causal self-attention against torch's attn_mask (True = not allowed).
-    expected_causal, _ = theirs(q, q, q, attn_mask=~causal_mask(4, 4)[0])
+    future = torch.ones(4, 4, dtype=torch.bool).triu(diagonal=1)  # torch: True = not allowed
+    expected_causal, _ = theirs(q, q, q, attn_mask=future)
     assert torch.allclose(ours(q, q, q, causal=True, need_weights=need_weights), expected_causal, atol=1e-6)
 
 
@@ -374,7 +367,7 @@ def test_bad_input_is_refused_with_the_argument_named():
         mha(q, k, k, torch.ones(2, 4, dtype=torch.long))
     with pytest.raises(ValueError, match="valid_lens must be >= 0"):
         mha(q, k, k, torch.tensor([-1, 2]))
-    with pytest.raises(ValueError, match="valid_lens must be <= K=5"):
+    with pytest.raises(ValueError, match="valid_lens must be <= 5"):
         mha(q, k, k, torch.tensor([6, 2]))
     with pytest.raises(TypeError, match="valid_lens must hold integers"):
         mha(q, k, k, torch.tensor([1.0, 2.0]))
@@ -400,8 +393,19 @@ def test_bad_input_is_refused_with_the_argument_named():
         LuongAttention("dot", 4, 3)
 
 
-def test_value_checks_are_skipped_off_the_cpu_and_stay_finite():
-    """Documented choice: lengths are range-checked only on the CPU; elsewhere they act clamped."""
-    q = randn(1, 2, 4, device="meta")
-    out = DotProductAttention()(q, q, q, torch.tensor([7], device="meta"))  # no data to check on meta
-    assert out.shape == (1, 2, 4)
+def test_out_of_range_lengths_are_refused_on_the_cpu_and_act_clamped_elsewhere():
+    """Documented choice: lengths are range-checked only on the CPU; elsewhere they act as if
+    clamped to [0, K]. The fused kernel and the masks never read the checks, so they show what
+    an unchecked length does."""
+    q = randn(2, 3, 4)
+    with pytest.raises(ValueError, match="valid_lens must be <= 3"):
+        DotProductAttention()(q, q, q, torch.tensor([7, 1]))
+    out_of_range, clamped = torch.tensor([7, -1]), torch.tensor([3, 0])
+    assert torch.equal(
+        attention_mask(out_of_range, 3, 3, True, q.device), attention_mask(clamped, 3, 3, True, q.device)
+    )
+    unchecked = fused_attention(q, q, q, out_of_range, False, 0.0)
+    assert torch.isfinite(unchecked).all() and (unchecked[1] == 0).all()
+    torch.testing.assert_close(unchecked, fused_attention(q, q, q, clamped, False, 0.0), rtol=0, atol=0)
+    meta = randn(2, 3, 4, device="meta")  # no values to read: accepted, shape only
+    assert DotProductAttention()(meta, meta, meta, torch.tensor([7, -1], device="meta")).shape == (2, 3, 4)

@@ -17,10 +17,8 @@ from course_pkg.decode import (
     greedy_decode,
     sequence_log_prob,
 )
+from course_pkg.encoder_decoder import Decoder, Encoder, EncoderDecoder
 from course_pkg.seq2seq import (
-    Decoder,
-    Encoder,
-    EncoderDecoder,
     Seq2SeqAttentionDecoder,
     Seq2SeqDecoder,
     Seq2SeqEncoder,
@@ -366,7 +364,7 @@ def test_beam_rows_are_searched_independently():
         (torch.zeros(5, dtype=torch.long), torch.tensor([5]), ValueError),
         (torch.zeros(2, 5), torch.tensor([5, 5]), TypeError),
         (torch.zeros(2, 5, dtype=torch.long), torch.tensor([5]), ValueError),
-        (torch.zeros(2, 5, dtype=torch.long), [5, 5], ValueError),
+        (torch.zeros(2, 5, dtype=torch.long), [5, 5], TypeError),
     ],
 )
 def test_decoders_refuse_bad_sources(src, valid_lens, error):
@@ -405,9 +403,12 @@ def test_beam_refuses_bad_settings(kwargs, words):
 # ----------------------------------------------------------------------------- translate
 
 
-def test_translate_runs_the_pipeline_from_strings():
+def test_translate_returns_the_references_a_model_has_memorised():
+    """From strings to strings: a model trained until it knows three pairs by heart must give
+    back their references, greedy and with a beam, whatever else is in the batch."""
     from course_pkg.data import Vocab, build_arrays, tokenize_pairs
     from course_pkg.decode import translate
+    from course_pkg.train import train_seq2seq
 
     pairs = [
         ("i see the cat .", "je vois le chat ."),
@@ -418,35 +419,21 @@ def test_translate_runs_the_pipeline_from_strings():
     src_vocab, tgt_vocab = Vocab(src_tokens), Vocab(tgt_tokens)
     torch.manual_seed(0)
     model = EncoderDecoder(
-        Seq2SeqEncoder(len(src_vocab), 6, 12, 1),
-        Seq2SeqAttentionDecoder(len(tgt_vocab), 6, 12, 1),
+        Seq2SeqEncoder(len(src_vocab), 16, 32, 1),
+        Seq2SeqAttentionDecoder(len(tgt_vocab), 16, 32, 1),
     )
-    src, src_valid_len, _, _ = build_arrays(
-        pairs, src_vocab, tgt_vocab, num_steps=6
-    )
+    batch = build_arrays(pairs, src_vocab, tgt_vocab, num_steps=6)
+    train_seq2seq(model, [batch] * 40, 0.02, 3, tgt_vocab, progress=False)
     sentences = [en for en, _ in pairs]
+    references = [fr.split() for _, fr in pairs]
     for beam_size in (1, 2):
-        if beam_size == 1:
-            tokens, _ = greedy_decode(
-                model, src, src_valid_len, tgt_vocab.bos, tgt_vocab.eos, 6
-            )
-        else:
-            tokens = beam_search(
-                model,
-                src,
-                src_valid_len,
-                tgt_vocab.bos,
-                tgt_vocab.eos,
-                6,
-                beam_size,
-            )
-        expected = [
-            [tgt_vocab.idx_to_token[i] for i in cut_at_eos(row, tgt_vocab.eos)]
-            for row in tokens.tolist()
-        ]
         assert (
             translate(
                 model, sentences, src_vocab, tgt_vocab, 6, beam_size=beam_size
             )
-            == expected
+            == references
         )
+        # one sentence alone gives what it gives in the batch
+        assert translate(
+            model, sentences[1:2], src_vocab, tgt_vocab, 6, beam_size=beam_size
+        ) == references[1:2]

@@ -16,9 +16,19 @@ import torch
 from torch import nn
 
 import course_pkg
-from course_pkg import attention, kernel_regression, positional, seq2seq, transformer
+from course_pkg import (
+    attention,
+    encoder_decoder,
+    kernel_regression,
+    positional,
+    scoring,
+    seq2seq,
+    transformer,
+    toy_tasks,
+    transformer_blocks,
+)
 
-ABSTRACT = {seq2seq.Encoder, seq2seq.Decoder}
+ABSTRACT = {encoder_decoder.Encoder, encoder_decoder.Decoder}
 
 
 def _all_module_classes() -> set[type]:
@@ -45,7 +55,7 @@ def _lens(device, *values):
 
 def _seq2seq(decoder_cls):
     def run(device):
-        model = seq2seq.EncoderDecoder(
+        model = encoder_decoder.EncoderDecoder(
             seq2seq.Seq2SeqEncoder(11, 6, 8, 2, 0.1), decoder_cls(13, 6, 8, 2, 0.1)
         ).to(device)
         return model(_tokens(device), _tokens(device, vocab=13), _lens(device, 5, 3))
@@ -54,8 +64,8 @@ def _seq2seq(decoder_cls):
 
 
 def _decoder_block(device):
-    block = transformer.TransformerDecoderBlock(8, 16, 2, 0.1, 0).to(device)
-    state = [_x(device, 2, 4, 8), _lens(device, 4, 2), [None], 0]
+    block = transformer_blocks.TransformerDecoderBlock(8, 16, 2, 0.1, 0).to(device)
+    state = transformer_blocks.DecoderState(_x(device, 2, 4, 8), _lens(device, 4, 2), (None,), 0)
     return block(_x(device, 2, 3, 8), state)[0]
 
 
@@ -66,13 +76,17 @@ def _transformer_decoder(device):
 
 
 FORWARDS = {
-    attention.AdditiveAttention: lambda d: attention.AdditiveAttention(5, 0.1, query_size=3, key_size=4).to(d)(
+    toy_tasks.NeighbourReader: lambda d: toy_tasks.NeighbourReader(2).to(d)(_tokens(d, steps=8, vocab=8)),
+    toy_tasks.CopyBack: lambda d: toy_tasks.CopyBack(positional.PositionalEncoding(32, 0.1)).to(d)(
+        _tokens(d, vocab=10)
+    ),
+    scoring.AdditiveAttention: lambda d: scoring.AdditiveAttention(5, 0.1, query_size=3, key_size=4).to(d)(
         _x(d, 2, 3, 3), _x(d, 2, 6, 4), _x(d, 2, 6, 2), _lens(d, 6, 2)
     ),
-    attention.DotProductAttention: lambda d: attention.DotProductAttention(0.1).to(d)(
+    scoring.DotProductAttention: lambda d: scoring.DotProductAttention(0.1).to(d)(
         _x(d, 2, 3, 4), _x(d, 2, 6, 4), _x(d, 2, 6, 2), _lens(d, 6, 0)
     ),
-    attention.LuongAttention: lambda d: attention.LuongAttention("general", 3, 4).to(d)(
+    scoring.LuongAttention: lambda d: scoring.LuongAttention("general", 3, 4).to(d)(
         _x(d, 2, 3, 3), _x(d, 2, 6, 4), _x(d, 2, 6, 2), _lens(d, 6, 2)
     ),
     attention.MultiHeadAttention: lambda d: attention.MultiHeadAttention(8, 2, 0.1).to(d)(
@@ -85,19 +99,19 @@ FORWARDS = {
     kernel_regression.NWKernelRegression: lambda d: kernel_regression.NWKernelRegression(0.5).to(d)(
         _x(d, 4), _x(d, 7), _x(d, 7)
     ),
-    seq2seq.EncoderDecoder: _seq2seq(seq2seq.Seq2SeqDecoder),
+    encoder_decoder.EncoderDecoder: _seq2seq(seq2seq.Seq2SeqDecoder),
     seq2seq.Seq2SeqEncoder: lambda d: seq2seq.Seq2SeqEncoder(11, 6, 8, 2, 0.1).to(d)(_tokens(d))[0],
     seq2seq.Seq2SeqDecoder: _seq2seq(seq2seq.Seq2SeqDecoder),
     seq2seq.Seq2SeqAttentionDecoder: _seq2seq(seq2seq.Seq2SeqAttentionDecoder),
-    transformer.PositionWiseFFN: lambda d: transformer.PositionWiseFFN(16, 8).to(d)(_x(d, 2, 5, 8)),
-    transformer.AddNorm: lambda d: transformer.AddNorm(8, 0.1).to(d)(_x(d, 2, 5, 8), _x(d, 2, 5, 8)),
-    transformer.TransformerEncoderBlock: lambda d: transformer.TransformerEncoderBlock(8, 16, 2, 0.1).to(d)(
+    transformer_blocks.PositionWiseFFN: lambda d: transformer_blocks.PositionWiseFFN(16, 8).to(d)(_x(d, 2, 5, 8)),
+    transformer_blocks.AddNorm: lambda d: transformer_blocks.AddNorm(8, 0.1).to(d)(_x(d, 2, 5, 8), _x(d, 2, 5, 8)),
+    transformer_blocks.TransformerEncoderBlock: lambda d: transformer_blocks.TransformerEncoderBlock(8, 16, 2, 0.1).to(d)(
         _x(d, 2, 5, 8), _lens(d, 5, 2)
     ),
     transformer.TransformerEncoder: lambda d: transformer.TransformerEncoder(11, 8, 16, 2, 2, 0.1).to(d)(
         _tokens(d), _lens(d, 5, 2)
     ),
-    transformer.TransformerDecoderBlock: _decoder_block,
+    transformer_blocks.TransformerDecoderBlock: _decoder_block,
     transformer.TransformerDecoder: _transformer_decoder,
     transformer.Transformer: lambda d: transformer.Transformer(11, 13, 8, 16, 2, 2, 0.1).to(d)(
         _tokens(d), _tokens(d, vocab=13), _lens(d, 5, 3)

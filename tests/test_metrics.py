@@ -10,7 +10,7 @@ import sacrebleu
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_pkg.data import english_french_corpus
+from course_pkg.corpus import english_french_corpus
 from course_pkg.metrics import bleu, corpus_bleu
 
 # A small alphabet so that random sequences share many n-grams (and sometimes none).

@@ -6,7 +6,11 @@ import d2l.torch as d2l
 import pytest
 import torch
 
-from course_pkg.positional import LearnedPositionalEncoding, PositionalEncoding, sinusoidal_table
+from course_pkg.positional import (
+    LearnedPositionalEncoding,
+    PositionalEncoding,
+    sinusoidal_table,
+)
 
 
 def test_table_matches_d2l_and_the_formula():

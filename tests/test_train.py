@@ -10,14 +10,14 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from course_pkg.encoder_decoder import EncoderDecoder
 from course_pkg.seq2seq import (
-    EncoderDecoder,
+    SETTINGS,
     Seq2SeqAttentionDecoder,
     Seq2SeqDecoder,
     Seq2SeqEncoder,
 )
 from course_pkg.train import (
-    SETTINGS,
     load_checkpoint,
     masked_cross_entropy,
     save_checkpoint,

@@ -20,15 +20,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from course_pkg.attention import MultiHeadAttention
+from course_pkg.attention import MultiHeadAttention, copy_weights_from_torch
 from course_pkg.decode import beam_search, greedy_decode
 from course_pkg.transformer import (
-    AddNorm,
-    PositionWiseFFN,
     Transformer,
     TransformerDecoder,
-    TransformerDecoderBlock,
     TransformerEncoder,
+)
+from course_pkg.transformer_blocks import (
+    DecoderState,
+    AddNorm,
+    PositionWiseFFN,
+    TransformerDecoderBlock,
     TransformerEncoderBlock,
 )
 
@@ -94,12 +97,14 @@ def test_decoder_shapes_state_and_attention_weights():
     model = make_model()
     src, tgt, src_lens, tgt_lens = batch()
     state = model.decoder.init_state(model.encoder(src, src_lens), src_lens)
-    assert state[2] == [None] * N and state[3] == 0
+    assert isinstance(state, DecoderState)
+    assert state.caches == (None,) * N and state.offset == 0
     Y, new_state = model.decoder(tgt, state, tgt_valid_lens=tgt_lens)
     assert Y.shape == (3, 6, TGT_V)
-    assert new_state[3] == 6
-    assert all(k.shape == v.shape == (3, 6, D) for k, v, _, _ in new_state[2])
-    assert all(ek.shape == ev.shape == (3, 7, D) for _, _, ek, ev in new_state[2])
+    assert new_state.offset == 6
+    for cache in new_state.caches:
+        assert cache.self_attention.keys.shape == cache.self_attention.values.shape == (3, 6, D)
+        assert cache.cross_attention.keys.shape == cache.cross_attention.values.shape == (3, 7, D)
     self_weights, cross_weights = model.decoder.attention_weights
     assert len(self_weights) == len(cross_weights) == N
     for w in self_weights:
@@ -129,19 +134,23 @@ def test_model_output_shape_and_fused_path_agrees_with_explicit_one():
     torch.testing.assert_close(super(Transformer, model).forward(src, tgt, src_lens), model(src, tgt, src_lens))
 
 
-def test_need_weights_attribute_picks_the_path_of_a_call_without_the_keyword():
-    model = make_model(use_bias=True)
+def test_without_the_keyword_eval_mode_keeps_the_weights_and_training_mode_takes_the_fused_path():
+    model = make_model(use_bias=True)  # in eval mode
     src, tgt, src_lens, _ = batch()
     explicit = model(src, tgt, src_lens)
-    assert model.need_weights and all(w is not None for w in model.encoder.attention_weights)
-    model.need_weights = False  # what a training loop calling model(src, tgt_in, src_valid_len) sets
+    assert all(w is not None for w in model.encoder.attention_weights)
+    assert all(w is not None for weights in model.decoder.attention_weights for w in weights)
+    model.train()  # dropout is 0: the same function
     fused = model(src, tgt, src_lens)
     torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)
     assert model.encoder.attention_weights == [None] * N
     assert model.decoder.attention_weights == [[None] * N, [None] * N]
-    # The keyword still wins over the attribute.
+    # The keyword wins over the mode, both ways.
     model(src, tgt, src_lens, need_weights=True)
     assert all(w is not None for w in model.decoder.attention_weights[1])
+    model.eval()
+    model(src, tgt, src_lens, need_weights=False)
+    assert model.encoder.attention_weights == [None] * N
 
 
 # ----------------------------------------------------------------------------- key/value cache
@@ -159,7 +168,7 @@ def test_step_by_step_decoding_with_the_cache_equals_one_call(chunks, need_weigh
         Y, state = model.decoder(tgt[:, start : start + size], state, tgt_valid_lens=tgt_lens, need_weights=need_weights)
         pieces.append(Y)
         start += size
-    assert state[3] == 6
+    assert state.offset == 6
     torch.testing.assert_close(torch.cat(pieces, dim=1), full, atol=1e-10, rtol=0)
 
 
@@ -168,12 +177,12 @@ def test_decoder_never_modifies_the_state_it_is_given():
     src, tgt, src_lens, _ = batch()
     state = model.decoder.init_state(model.encoder(src, src_lens), src_lens)
     after_two, state2 = model.decoder(tgt[:, :2], state)
-    assert state[2] == [None] * N and state[3] == 0
+    assert state.caches == (None,) * N and state.offset == 0
     # Branching from one state twice (as beam search does) gives the same thing twice.
     first = model.decoder(tgt[:, 2:3], state2)[0]
     second = model.decoder(tgt[:, 2:3], state2)[0]
     assert torch.equal(first, second)
-    assert state2[3] == 2 and state2[2][0][0].shape[1] == 2
+    assert state2.offset == 2 and state2.caches[0].self_attention.keys.shape[1] == 2
 
 
 def lively_model() -> Transformer:
@@ -251,16 +260,6 @@ def test_source_tokens_beyond_valid_len_change_nothing(seed):
 # ----------------------------------------------------------------------------- parity with torch.nn.Transformer
 
 
-def copy_attention(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
-    W_q, W_k, W_v = theirs.in_proj_weight.chunk(3)
-    b_q, b_k, b_v = theirs.in_proj_bias.chunk(3)
-    for layer, weight, bias in ((ours.W_q, W_q, b_q), (ours.W_k, W_k, b_k), (ours.W_v, W_v, b_v)):
-        layer.weight.copy_(weight)
-        layer.bias.copy_(bias)
-    ours.W_o.weight.copy_(theirs.out_proj.weight)
-    ours.W_o.bias.copy_(theirs.out_proj.bias)
-
-
 def copy_ffn_and_norms(ours: nn.Module, theirs: nn.Module, add_norms: list[AddNorm], norms: list[nn.LayerNorm]) -> None:
     ours.ffn.dense1.load_state_dict(theirs.linear1.state_dict())
     ours.ffn.dense2.load_state_dict(theirs.linear2.state_dict())
@@ -271,11 +270,11 @@ def copy_ffn_and_norms(ours: nn.Module, theirs: nn.Module, add_norms: list[AddNo
 @torch.no_grad()
 def copy_from_torch(model: Transformer, reference: nn.Transformer) -> None:
     for ours, theirs in zip(model.encoder.blks, reference.encoder.layers):
-        copy_attention(ours.attention, theirs.self_attn)
+        copy_weights_from_torch(ours.attention, theirs.self_attn)
         copy_ffn_and_norms(ours, theirs, [ours.addnorm1, ours.addnorm2], [theirs.norm1, theirs.norm2])
     for ours, theirs in zip(model.decoder.blks, reference.decoder.layers):
-        copy_attention(ours.attention1, theirs.self_attn)
-        copy_attention(ours.attention2, theirs.multihead_attn)
+        copy_weights_from_torch(ours.attention1, theirs.self_attn)
+        copy_weights_from_torch(ours.attention2, theirs.multihead_attn)
         norms = [theirs.norm1, theirs.norm2, theirs.norm3]
         copy_ffn_and_norms(ours, theirs, [ours.addnorm1, ours.addnorm2, ours.addnorm3], norms)
 
@@ -309,6 +308,30 @@ def torch_masks(src, tgt, src_lens, tgt_lens):
     return src_padding, tgt_padding, causal
 
 
+def reference_inputs(model, src, tgt):
+    """The input layer built from parts we did not write, for the reference model.
+
+    torch's ``F.embedding`` on our embedding weights (shared: they are the copy), times sqrt(D)
+    as in the paper, plus d2l's sinusoidal table; it is checked against our encoder's and
+    decoder's own input layers.
+    """
+    dtype = model.encoder.embedding.weight.dtype
+    table = d2l.PositionalEncoding(D, 0.0).P.to(dtype)  # (1, max_len, D)
+    inputs = []
+    for coder, ids in ((model.encoder, src), (model.decoder, tgt)):
+        embedded = F.embedding(ids, coder.embedding.weight) * math.sqrt(D)
+        theirs = embedded + table[:, : ids.shape[1]]
+        ours = coder.pos_encoding(coder.embedding(ids) * math.sqrt(coder.num_hiddens))
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=0)
+        inputs.append(theirs)
+    return inputs
+
+
+def reference_output(model, Y):
+    """The output layer: torch's ``F.linear`` on our dense layer's (shared) weights."""
+    return F.linear(Y, model.decoder.dense.weight, model.decoder.dense.bias)
+
+
 TOLERANCES = [(torch.float32, 1e-5), (F64, 1e-10)]
 
 
@@ -324,8 +347,7 @@ def test_stacks_and_model_match_torch_nn_transformer(dtype, tol):
     copy_from_torch(model, reference)
     src, tgt, src_lens, tgt_lens = batch()
     src_padding, tgt_padding, causal = torch_masks(src, tgt, src_lens, tgt_lens)
-    src_in = model.encoder.pos_encoding(model.encoder.embedding(src) * math.sqrt(D))
-    tgt_in = model.decoder.pos_encoding(model.decoder.embedding(tgt) * math.sqrt(D))
+    src_in, tgt_in = reference_inputs(model, src, tgt)
 
     # Encoder stack.
     memory = reference.encoder(src_in, src_key_padding_mask=src_padding)
@@ -345,7 +367,8 @@ def test_stacks_and_model_match_torch_nn_transformer(dtype, tol):
     torch.testing.assert_close(Y, expected, atol=tol, rtol=tol)
 
     # Full model, both attention paths.
-    full_expected = model.decoder.dense(
+    full_expected = reference_output(
+        model,
         reference(
             src_in,
             tgt_in,
@@ -365,9 +388,9 @@ def test_model_matches_torch_when_fed_one_token_at_a_time():
     copy_from_torch(model, reference)
     src, tgt, src_lens, _ = batch()
     src_padding, _, causal = torch_masks(src, tgt, src_lens, torch.tensor([6, 6, 6]))
-    src_in = model.encoder.pos_encoding(model.encoder.embedding(src) * math.sqrt(D))
-    tgt_in = model.decoder.pos_encoding(model.decoder.embedding(tgt) * math.sqrt(D))
-    expected = model.decoder.dense(
+    src_in, tgt_in = reference_inputs(model, src, tgt)
+    expected = reference_output(
+        model,
         reference(src_in, tgt_in, tgt_mask=causal, src_key_padding_mask=src_padding, memory_key_padding_mask=src_padding)
     )
     state = model.decoder.init_state(model.encoder(src, src_lens), src_lens)
@@ -411,7 +434,7 @@ def test_gradcheck_decoder_block_float64_with_a_cache():
     lens = torch.tensor([3, 1])
 
     def step(X_past, X_new, enc_outputs):
-        _, state = block(X_past, [enc_outputs, lens, [None], 0])
+        _, state = block(X_past, DecoderState(enc_outputs, lens, (None,), 0))
         return block(X_new, state)[0]
 
     assert torch.autograd.gradcheck(step, (X_past, X_new, enc_outputs))
@@ -435,7 +458,7 @@ def test_every_module_runs_forward_and_backward_on_the_device(device):
         ffn(X),
         add_norm(X, X),
         enc_block(X, X_lens),
-        dec_block(X, [X, X_lens, [None], 0])[0],
+        dec_block(X, DecoderState(X, X_lens, (None,), 0))[0],
         model(src, tgt, lens),
         model(src, tgt, lens, tgt_valid_lens=X_lens, need_weights=False),
     ]
@@ -487,8 +510,10 @@ def test_bad_input_is_refused_with_the_argument_named():
     with pytest.raises(ValueError, match="enc_valid_lens must be <= 7"):
         decoder.init_state(enc_outputs, src_lens + 10)
     state = decoder.init_state(enc_outputs, src_lens)
-    with pytest.raises(ValueError, match="state must be"):
-        decoder(tgt, state[:3])
+    with pytest.raises(TypeError, match="state must be the DecoderState"):
+        decoder(tgt, list(state))
+    with pytest.raises(ValueError, match="state.caches must hold num_blks=2"):
+        decoder(tgt, state._replace(caches=(None,)))
     with pytest.raises(ValueError, match="B=3 as in the state"):
         decoder(tgt[:2], state)
     with pytest.raises(ValueError, match=r"tgt_valid_lens must have shape \(B,\)"):
