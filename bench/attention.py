@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_pkg.attention import MultiHeadAttention, copy_weights_from_torch
-from course_pkg.device import get_device, seed_everything
+from course_pkg.device import describe_device, get_device, seed_everything
 
 PEER = "torch MHA"
 TARGET = 1.05
@@ -176,19 +176,15 @@ def main() -> None:
         action="store_true",
         help="small CPU-sized run: B=2, D=256, H=4, T up to 256",
     )
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--dim", type=int, default=768)
-    parser.add_argument("--heads", type=int, default=12)
+    for name, default in {"batch": 8, "dim": 768, "heads": 12}.items():
+        parser.add_argument(f"--{name}", type=int, default=default)
     parser.add_argument(
         "--lengths", type=int, nargs="+", default=[128, 256, 512, 1024]
     )
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="CPU threads (default: torch's; --quick: 1)",
+        "--threads", type=int, help="default: torch's; --quick: 1"
     )
     args = parser.parse_args()
     if args.quick:
@@ -205,14 +201,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device) if args.device else get_device()
 
-    print(
-        f"torch {torch.__version__}, device {device}"
-        + (
-            f" ({torch.cuda.get_device_name(device)})"
-            if device.type == "cuda"
-            else f", {torch.get_num_threads()} threads"
-        )
-    )
+    print(describe_device(device))
     print(
         f"B={args.batch}, D={args.dim}, H={args.heads}, T={args.lengths}; median of {args.repeats} after {args.warmup} warm-up"
     )

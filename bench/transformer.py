@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_pkg.attention import copy_weights_from_torch
-from course_pkg.device import get_device, seed_everything
+from course_pkg.device import describe_device, get_device, seed_everything
 from course_pkg.positional import PositionalEncoding
 from course_pkg.transformer import Transformer
 
@@ -326,11 +326,7 @@ def bench_decoding(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--device",
-        default=None,
-        help="cpu, cuda, ... (default: course_pkg.device.get_device())",
-    )
+    parser.add_argument("--device", help="default: get_device()")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument(
         "--steps",
@@ -338,15 +334,11 @@ def main() -> None:
         default=32,
         help="padded source and target length in training",
     )
-    parser.add_argument("--vocab", type=int, default=1000)
-    parser.add_argument("--dim", type=int, default=256)
-    parser.add_argument("--ffn", type=int, default=1024)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--blocks", type=int, default=2)
+    sizes = {"vocab": 1000, "dim": 256, "ffn": 1024, "heads": 4, "blocks": 2}
+    timing = {"warmup": 2, "repeats": 7, "decode-batch": 8}
+    for name, default in {**sizes, **timing}.items():
+        parser.add_argument(f"--{name}", type=int, default=default)
     parser.add_argument("--dropout", type=float, default=0.1)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--decode-batch", type=int, default=8)
     parser.add_argument(
         "--decode-lengths", type=int, nargs="+", default=[16, 32, 64, 128]
     )
@@ -362,14 +354,8 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device) if args.device else get_device()
 
-    print(
-        f"torch {torch.__version__}, device {device}"
-        + (
-            f" ({torch.cuda.get_device_name(device)}), bf16 autocast"
-            if device.type == "cuda"
-            else f", {torch.get_num_threads()} threads"
-        )
-    )
+    cuda_note = ", bf16 autocast" if device.type == "cuda" else ""
+    print(describe_device(device) + cuda_note)
     print(
         f"B={args.batch}, T={args.steps}, V={args.vocab}, D={args.dim}, FFN={args.ffn}, H={args.heads}, "
         f"blocks={args.blocks}, dropout={args.dropout}; median of {args.repeats} after {args.warmup} warm-up"

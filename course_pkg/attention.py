@@ -148,15 +148,7 @@ class MultiHeadAttention(nn.Module):
             TypeError, ValueError: on inputs that do not fit each other or
                 the layer.
         """
-        check_attention_inputs(
-            queries,
-            keys,
-            values,
-            valid_lens,
-            query_size=self.query_size,
-            key_size=self.key_size,
-            value_size=self.value_size,
-        )
+        self._check(queries, keys, values, valid_lens, projected=False)
         return self.attend(
             queries,
             self.cache(keys, values),
@@ -214,15 +206,7 @@ class MultiHeadAttention(nn.Module):
             TypeError, ValueError: on inputs that do not fit each other or
                 the layer.
         """
-        check_attention_inputs(
-            queries,
-            cache.keys,
-            cache.values,
-            valid_lens,
-            query_size=self.query_size,
-            key_size=self.num_hiddens,
-            value_size=self.num_hiddens,
-        )
+        self._check(queries, *cache, valid_lens, projected=True)
         batch_size, num_queries = queries.shape[:2]
         heads = self.num_heads
         if not need_weights:
@@ -254,6 +238,27 @@ class MultiHeadAttention(nn.Module):
             batch_size, heads, num_queries, -1
         )
         return self.W_o(transpose_output(output, heads))  # (B, Q, D)
+
+    def _check(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        valid_lens: torch.Tensor | None,
+        projected: bool,
+    ) -> None:
+        """The checks of :meth:`forward` (raw keys and values) and of
+        :meth:`attend` (projected ones, of width D)."""
+        width = self.num_hiddens
+        check_attention_inputs(
+            queries,
+            keys,
+            values,
+            valid_lens,
+            query_size=self.query_size,
+            key_size=width if projected else self.key_size,
+            value_size=width if projected else self.value_size,
+        )
 
     def _split_heads(self, X: torch.Tensor) -> torch.Tensor:
         """(B, T, D) -> (B, H, T, D/H) as a view: the fused path copies

@@ -3,7 +3,7 @@
 Chapter: "Attention scoring functions". Each layer scores every query
 against every key, turns the scores into weights with
 :func:`course_pkg.masks.masked_softmax`, and returns the weighted sum of the
-values. :class:`DotProductAttention` also has a fused path
+values (:class:`ScoredAttention`). :class:`DotProductAttention` also has a fused path
 (:func:`fused_attention`, PyTorch's ``scaled_dot_product_attention``) that
 never stores the weights.
 
@@ -24,34 +24,32 @@ from course_pkg.checks import check_attention_inputs, check_last_dim
 from course_pkg.masks import attention_mask, masked_softmax
 
 
-class AdditiveAttention(nn.Module):
-    """Additive (Bahdanau) attention: score(q, k) = w_v^T tanh(W_q q + W_k k).
+class ScoredAttention(nn.Module):
+    """Attention from a score function: the weights are the masked softmax
+    of ``scores(queries, keys)``, the output their average of the values.
+
+    Subclasses define :meth:`scores`; :class:`AdditiveAttention` and
+    :class:`LuongAttention` are two.
 
     Args:
-        num_hiddens: the width of the hidden layer inside the score.
+        query_size: d_q. key_size: d_k.
         dropout: dropout probability on the attention weights.
-        query_size: d_q (default num_hiddens).
-        key_size: d_k (default num_hiddens).
     Attributes:
         attention_weights: (B, Q, K) weights of the last forward call.
     """
 
-    def __init__(
-        self,
-        num_hiddens: int,
-        dropout: float,
-        *,
-        query_size: int | None = None,
-        key_size: int | None = None,
-    ):
+    def __init__(self, query_size: int, key_size: int, dropout: float):
         super().__init__()
-        self.query_size = query_size or num_hiddens
-        self.key_size = key_size or num_hiddens
-        self.W_k = nn.Linear(self.key_size, num_hiddens, bias=False)
-        self.W_q = nn.Linear(self.query_size, num_hiddens, bias=False)
-        self.w_v = nn.Linear(num_hiddens, 1, bias=False)
+        self.query_size, self.key_size = query_size, key_size
         self.dropout = nn.Dropout(dropout)
         self.attention_weights: torch.Tensor | None = None
+
+    def scores(
+        self, queries: torch.Tensor, keys: torch.Tensor
+    ) -> torch.Tensor:  # pragma: no cover - abstract
+        """Unnormalised scores: queries (B, Q, d_q), keys (B, K, d_k) ->
+        (B, Q, K)."""
+        raise NotImplementedError
 
     def forward(
         self,
@@ -63,9 +61,7 @@ class AdditiveAttention(nn.Module):
         """Attend.
 
         Args:
-            queries: (B, Q, d_q).
-            keys: (B, K, d_k).
-            values: (B, K, d_v).
+            queries: (B, Q, d_q). keys: (B, K, d_k). values: (B, K, d_v).
             valid_lens: None, (B,) or (B, Q) numbers of valid keys.
         Returns:
             (B, Q, d_v).
@@ -81,12 +77,45 @@ class AdditiveAttention(nn.Module):
             query_size=self.query_size,
             key_size=self.key_size,
         )
+        self.attention_weights = masked_softmax(
+            self.scores(queries, keys), valid_lens
+        )
+        return torch.bmm(self.dropout(self.attention_weights), values)
+
+
+class AdditiveAttention(ScoredAttention):
+    """Additive (Bahdanau) attention: score(q, k) = w_v^T tanh(W_q q + W_k k).
+
+    Args:
+        num_hiddens: the width of the hidden layer inside the score.
+        dropout: dropout probability on the attention weights.
+        query_size: d_q (default num_hiddens).
+        key_size: d_k (default num_hiddens).
+    """
+
+    def __init__(
+        self,
+        num_hiddens: int,
+        dropout: float,
+        *,
+        query_size: int | None = None,
+        key_size: int | None = None,
+    ):
+        super().__init__(
+            query_size or num_hiddens, key_size or num_hiddens, dropout
+        )
+        self.W_k = nn.Linear(self.key_size, num_hiddens, bias=False)
+        self.W_q = nn.Linear(self.query_size, num_hiddens, bias=False)
+        self.w_v = nn.Linear(num_hiddens, 1, bias=False)
+
+    def scores(
+        self, queries: torch.Tensor, keys: torch.Tensor
+    ) -> torch.Tensor:
+        """queries (B, Q, d_q), keys (B, K, d_k) -> (B, Q, K) scores."""
         features = torch.tanh(
             self.W_q(queries).unsqueeze(2) + self.W_k(keys).unsqueeze(1)
         )  # (B, Q, K, num_hiddens)
-        scores = self.w_v(features).squeeze(-1)  # (B, Q, K)
-        self.attention_weights = masked_softmax(scores, valid_lens)
-        return torch.bmm(self.dropout(self.attention_weights), values)
+        return self.w_v(features).squeeze(-1)
 
 
 class DotProductAttention(nn.Module):
@@ -208,7 +237,7 @@ def fused_attention(
     return out * has_any
 
 
-class LuongAttention(nn.Module):
+class LuongAttention(ScoredAttention):
     """Luong et al. (2015) scores: ``dot`` q·k, ``general`` q^T W k, ``concat``
     v^T tanh(W [q; k]).
 
@@ -218,8 +247,6 @@ class LuongAttention(nn.Module):
         key_size: d_k (must equal d_q for "dot").
         num_hiddens: hidden width of "concat" (default d_q).
         dropout: dropout probability on the weights.
-    Attributes:
-        attention_weights: (B, Q, K) weights of the last forward call.
     Raises:
         ValueError: on an unknown score, or "dot" with d_q != d_k.
     """
@@ -232,7 +259,6 @@ class LuongAttention(nn.Module):
         num_hiddens: int | None = None,
         dropout: float = 0.0,
     ):
-        super().__init__()
         if score not in ("dot", "general", "concat"):
             raise ValueError(
                 f"score must be 'dot', 'general' or 'concat', got {score!r}"
@@ -242,27 +268,19 @@ class LuongAttention(nn.Module):
                 "score='dot' needs query_size == key_size, "
                 f"got {query_size} and {key_size}"
             )
+        super().__init__(query_size, key_size, dropout)
         self.score = score
-        self.query_size, self.key_size = query_size, key_size
         if score == "general":
             self.W = nn.Linear(key_size, query_size, bias=False)
         elif score == "concat":
             hidden = num_hiddens or query_size
             self.W = nn.Linear(query_size + key_size, hidden, bias=False)
             self.v = nn.Linear(hidden, 1, bias=False)
-        self.dropout = nn.Dropout(dropout)
-        self.attention_weights: torch.Tensor | None = None
 
     def scores(
         self, queries: torch.Tensor, keys: torch.Tensor
     ) -> torch.Tensor:
-        """Unnormalised scores.
-
-        Args:
-            queries: (B, Q, d_q). keys: (B, K, d_k).
-        Returns:
-            (B, Q, K).
-        """
+        """queries (B, Q, d_q), keys (B, K, d_k) -> (B, Q, K) scores."""
         if self.score == "dot":
             return torch.bmm(queries, keys.transpose(1, 2))
         if self.score == "general":
@@ -276,34 +294,3 @@ class LuongAttention(nn.Module):
             dim=-1,
         )  # (B, Q, K, d_q + d_k)
         return self.v(torch.tanh(self.W(pairs))).squeeze(-1)
-
-    def forward(
-        self,
-        queries: torch.Tensor,
-        keys: torch.Tensor,
-        values: torch.Tensor,
-        valid_lens: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """Attend.
-
-        Args:
-            queries: (B, Q, d_q). keys: (B, K, d_k). values: (B, K, d_v).
-            valid_lens: None, (B,) or (B, Q) numbers of valid keys.
-        Returns:
-            (B, Q, d_v).
-        Raises:
-            TypeError, ValueError: on inputs that do not fit each other or
-                the layer.
-        """
-        check_attention_inputs(
-            queries,
-            keys,
-            values,
-            valid_lens,
-            query_size=self.query_size,
-            key_size=self.key_size,
-        )
-        self.attention_weights = masked_softmax(
-            self.scores(queries, keys), valid_lens
-        )
-        return torch.bmm(self.dropout(self.attention_weights), values)

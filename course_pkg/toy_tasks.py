@@ -14,6 +14,9 @@ length, ``V`` vocabulary size, ``D`` width.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -21,6 +24,8 @@ from torch import nn
 from course_pkg.attention import MultiHeadAttention
 from course_pkg.checks import check_token_ids
 from course_pkg.device import seed_everything
+
+_Model = TypeVar("_Model", bound=nn.Module)
 
 
 def neighbour_batch(
@@ -121,20 +126,20 @@ def train_neighbour_reader(
     Returns:
         The trained model (CPU).
     """
-    seed_everything(seed)
-    model = NeighbourReader(num_heads)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    generator = torch.Generator().manual_seed(1)
-    for _ in range(num_steps):
+
+    def loss_of_a_batch(
+        model: NeighbourReader, generator: torch.Generator
+    ) -> torch.Tensor:
         tokens, left, right = neighbour_batch(128, generator)
-        loss = F.cross_entropy(
-            model(tokens).reshape(-1, model.vocab_size),
-            torch.stack([left, right], -1).reshape(-1),
+        targets = torch.stack([left, right], -1)  # (B, T, 2)
+        scores = model(tokens)  # (B, T, 2, V)
+        return F.cross_entropy(
+            scores.reshape(-1, model.vocab_size), targets.reshape(-1)
         )
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    return model
+
+    return _train(
+        lambda: NeighbourReader(num_heads), loss_of_a_batch, num_steps, seed
+    )
 
 
 def neighbour_accuracy(
@@ -211,15 +216,14 @@ def train_copy_back(
         positional: the encoding to train with (it is trained too if it has
             parameters). num_steps: optimisation steps.
         shift: how far back to copy. max_train_len: longest training length.
-        seed: seeds the weights; the batches come from a generator seeded 1.
+        seed: as in :func:`train_neighbour_reader`.
     Returns:
-        The trained model (CPU).
+        The trained CopyBack, on the CPU.
     """
-    seed_everything(seed)
-    model = CopyBack(positional)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    generator = torch.Generator().manual_seed(1)
-    for _ in range(num_steps):
+
+    def loss_of_a_batch(
+        model: CopyBack, generator: torch.Generator
+    ) -> torch.Tensor:
         length = int(
             torch.randint(
                 shift + 1, max_train_len + 1, (1,), generator=generator
@@ -228,14 +232,15 @@ def train_copy_back(
         tokens = torch.randint(
             0, model.vocab_size, (64, length), generator=generator
         )
-        loss = F.cross_entropy(
-            model(tokens)[:, shift:].reshape(-1, model.vocab_size),
+        scores = model(tokens)[:, shift:]  # (B, T - shift, V)
+        return F.cross_entropy(
+            scores.reshape(-1, model.vocab_size),
             tokens[:, :-shift].reshape(-1),
         )
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    return model
+
+    return _train(
+        lambda: CopyBack(positional), loss_of_a_batch, num_steps, seed
+    )
 
 
 def accuracy_by_position(
@@ -259,3 +264,24 @@ def accuracy_by_position(
     with torch.no_grad():
         predicted = model(tokens)[:, shift:].argmax(-1)
     return (predicted == tokens[:, :-shift]).float().mean(0)
+
+
+def _train(
+    make_model: Callable[[], _Model],
+    loss_of_a_batch: Callable[[_Model, torch.Generator], torch.Tensor],
+    num_steps: int,
+    seed: int,
+) -> _Model:
+    """Seed, make the model, then Adam (lr 0.01) for num_steps steps; each
+    call of loss_of_a_batch draws a fresh batch from a generator seeded 1 and
+    scores the model on it."""
+    seed_everything(seed)
+    model = make_model()
+    generator = torch.Generator().manual_seed(1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(num_steps):
+        loss = loss_of_a_batch(model, generator)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return model

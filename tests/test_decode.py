@@ -230,6 +230,14 @@ def test_sequence_log_prob_matches_step_by_step_scores():
 
 
 @pytest.mark.parametrize("attention", [False, True])
+def exhaustive_beam(model, src, valid_lens, vocab, num_steps, alpha):
+    """Beam search with a beam wide enough to keep every hypothesis."""
+    beam_size = vocab**num_steps
+    return beam_search(
+        model, src, valid_lens, BOS, EOS, num_steps, beam_size, alpha
+    )
+
+
 @pytest.mark.parametrize("alpha", [0.0, 0.75])
 def test_beam_of_one_is_greedy(attention, alpha):
     model = gru_model(attention, seed=5)
@@ -280,16 +288,7 @@ def test_exhaustive_beam_finds_the_best_sequence(alpha, seed):
         lp / len(h) ** alpha for lp, h in zip(log_probs.tolist(), hypotheses)
     ]
     best = max(range(len(hypotheses)), key=normalised.__getitem__)
-    beam = beam_search(
-        model,
-        src,
-        valid_lens,
-        BOS,
-        EOS,
-        num_steps,
-        beam_size=vocab**num_steps,
-        alpha=alpha,
-    )
+    beam = exhaustive_beam(model, src, valid_lens, vocab, num_steps, alpha)
     assert cut_at_eos(beam[0].tolist(), EOS) == cut_at_eos(
         hypotheses[best], EOS
     )
@@ -321,16 +320,7 @@ def test_exhaustive_beam_scores_at_least_greedy(seed):
     model = gru_model(False, tgt_vocab=vocab, seed=seed)
     src, valid_lens = source(batch_size=2, seed=seed)
     greedy, _ = greedy_decode(model, src, valid_lens, BOS, EOS, num_steps)
-    beam = beam_search(
-        model,
-        src,
-        valid_lens,
-        BOS,
-        EOS,
-        num_steps,
-        beam_size=vocab**num_steps,
-        alpha=0.0,
-    )
+    beam = exhaustive_beam(model, src, valid_lens, vocab, num_steps, 0.0)
     greedy_lp = sequence_log_prob(model, src, valid_lens, greedy, BOS, EOS)
     beam_lp = sequence_log_prob(model, src, valid_lens, beam, BOS, EOS)
     assert torch.all(beam_lp >= greedy_lp - 1e-12)
@@ -434,6 +424,14 @@ def test_translate_returns_the_references_a_model_has_memorised():
             == references
         )
         # one sentence alone gives what it gives in the batch
-        assert translate(
-            model, sentences[1:2], src_vocab, tgt_vocab, 6, beam_size=beam_size
-        ) == references[1:2]
+        assert (
+            translate(
+                model,
+                sentences[1:2],
+                src_vocab,
+                tgt_vocab,
+                6,
+                beam_size=beam_size,
+            )
+            == references[1:2]
+        )
