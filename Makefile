@@ -1,14 +1,15 @@
 # Two entry points do all set-up on a fresh machine (Python >= 3.11 and make, nothing else):
 #   make book   install, then build the HTML book into _build/html
 #   make test   install, then every check: unit/property/parity tests, strict nbval on every
-#               notebook in _toc.yml, and a warning-free book build
+#               notebook in _toc.yml (twice: native and the plainest CPU path), a warning-free
+#               book build and a browser check of the built pages
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export PYTHONHASHSEED := 0
 
-.PHONY: install book test lint unit notebooks build-book browser clean
+.PHONY: install book test lint unit notebooks notebooks-portable build-book browser clean
 
 install: $(STAMP)
 
@@ -40,6 +41,11 @@ notebooks: install
 	    --nbval-sanitize-with tests/nbval_sanitize.cfg -p tests.conftest \
 	    $$($(BIN)/python tests/toc_notebooks.py)
 
+# The same notebooks on PyTorch's plainest CPU path (the kernel inherits the environment): the
+# stored outputs must not depend on the SIMD instructions of the CPU that wrote them.
+notebooks-portable: install
+	ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE $(MAKE) --no-print-directory notebooks
+
 build-book: install
 	rm -rf _build/html _build/.doctrees
 	$(BIN)/jupyter-book build . -W -n --keep-going
@@ -48,7 +54,7 @@ browser: build-book
 	bash tests/browser/install_chromium.sh
 	$(BIN)/python -m pytest -q tests/browser
 
-test: lint unit notebooks build-book browser
+test: lint unit notebooks notebooks-portable build-book browser
 
 clean:
 	rm -rf _build $(VENV)

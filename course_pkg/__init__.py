@@ -26,8 +26,9 @@ Module                     What it holds (chapter)
 ``positional``             sinusoidal and learned positional encodings
 ``transformer_blocks``     FFN, AddNorm, encoder and decoder blocks
 ``transformer``            settings, encoder, decoder, the Transformer
+``attention_reading``      where a trained decoder looks, over a test set
+``cost``                   sequential depth, FLOPs, timing a call
 ``plotting``               heatmaps and line plots
-``timing``                 timing a call (illustrations and ``bench/``)
 =========================  =================================================
 
 Shape letters, the same in code, docstrings and the book:

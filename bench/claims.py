@@ -1,0 +1,215 @@
+"""Measure the chapters' asserted training claims over seeds and CPU paths.
+
+A chapter that trains a model prints numbers that differ from machine to
+machine (CPUs take different SIMD paths, so training diverges in the last
+digits and then more). Its cells therefore assert claims with floors, and the
+floors must come from measurements, not guesses. This script runs each
+training chapter exactly as the book does (the notebook itself, executed with
+nbclient) for several seeds and CPU paths, and prints every claim's value in a
+table with its minimum and maximum.
+
+How a run differs from the book's: one cell after the first sets the seed
+(``SETTINGS.seed`` and ``seed_everything``), the kernel runs with
+``PYTHONOPTIMIZE=1`` so that a claim below its floor is measured instead of
+stopping the notebook, and a last cell prints the claims as JSON.
+
+CPU paths: ``native`` (whatever PyTorch picks here), ``default``
+(``ATEN_CPU_CAPABILITY=default``: no vector instructions beyond the baseline),
+``avx2`` and ``avx512`` (PyTorch falls back to the best path the CPU has when
+asked for more), and ``mkl-compatible`` (native ATen kernels, MKL on its
+slowest, most portable path, ``MKL_CBWR=COMPATIBLE``).
+
+Usage::
+
+    python bench/claims.py                      # 3 chapters x seeds 0-2 x 3 paths
+    python bench/claims.py --notebooks bahdanau --seeds 0 --paths default
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# For each training chapter: claim name -> expression evaluated in the kernel
+# after the notebook has run. The names say what the chapter asserts.
+CLAIMS: dict[str, dict[str, str]] = {
+    "encoder_decoder": {
+        "loss last/first epoch": 'history["epoch_loss"][-1] / history["epoch_loss"][0]',
+        "test BLEU": "test_bleu",
+        "beam: more probable": "more",
+        "beam: less probable": "less",
+        "beam BLEU - greedy BLEU": 'beam_scores["beam 4"] - beam_scores["greedy"]',
+    },
+    "bahdanau": {
+        "loss Bahdanau/GRU": 'histories["Bahdanau attention"]["epoch_loss"][-1]'
+        ' / histories["GRU seq2seq"]["epoch_loss"][-1]',
+        "argmax on adjective": "reading.on_adjective",
+        "argmax on adjective / chance": "reading.on_adjective / reading.chance",
+        "reorder followed": "reading.reorder_followed",
+        "GRU BLEU shortest - longest": "plain[0] - plain[-1]",
+        "attention BLEU, worst bucket": "min(attention)",
+        "attention - GRU, longest": "attention[-1] - plain[-1]",
+        "entropy / uniform": "float(entropy.mean() / uniform.mean())",
+        "argmax on adjective or next": "(offsets[0] + offsets[1]) / total",
+        "BLEU masked - unmasked": "masked_bleu - unmasked_bleu",
+    },
+    "transformer": {
+        "validation BLEU, last epoch": "val_bleu[-1]",
+        "loss, last epoch": "loss",
+        "greedy test BLEU": "greedy_bleu",
+        "beam changes (of 200)": "changed",
+        "|beam - greedy| BLEU": "abs(beam_bleu - greedy_subset_bleu)",
+        "argmax on adjective": "reading.on_adjective",
+        "argmax on adjective / chance": "reading.on_adjective / reading.chance",
+        "Transformer - Bahdanau": 'bleus["Transformer"] - bleus["Bahdanau attention"]',
+        "Bahdanau - Transformer (2 ep.)": 'bleus["Bahdanau attention"] - bleus[early_name]',
+        "Transformer (2 ep.) - GRU": 'bleus[early_name] - bleus["GRU seq2seq"]',
+        "GRU loss / 3 x attention loss": 'relative_loss["GRU seq2seq"]'
+        " / (3 * largest_attention_loss)",
+    },
+}
+
+PATHS: dict[str, dict[str, str]] = {
+    "native": {},
+    "default": {"ATEN_CPU_CAPABILITY": "default"},
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2"},
+    "avx512": {"ATEN_CPU_CAPABILITY": "avx512"},
+    "mkl-compatible": {"MKL_CBWR": "COMPATIBLE"},
+}
+
+SEED_CELL = """import dataclasses as _dataclasses
+SETTINGS = _dataclasses.replace(SETTINGS, seed={seed})
+seed_everything({seed})"""
+
+
+def run_one(notebook: str, seed: int) -> dict[str, float]:
+    """Execute one chapter with one seed in this process's environment."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    path = ROOT / "book" / f"{notebook}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    first_code = next(
+        i for i, c in enumerate(nb.cells) if c.cell_type == "code"
+    )
+    nb.cells.insert(
+        first_code + 1, nbformat.v4.new_code_cell(SEED_CELL.format(seed=seed))
+    )
+    report = (
+        "import json as _json\nprint('CLAIMS', _json.dumps({%s}))"
+        % ", ".join(
+            f"{name!r}: float({expr})"
+            for name, expr in CLAIMS[notebook].items()
+        )
+    )
+    nb.cells.append(nbformat.v4.new_code_cell(report))
+    client = NotebookClient(
+        nb,
+        timeout=900,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+    )
+    client.execute()
+    for output in nb.cells[-1].outputs:
+        text = output.get("text", "")
+        if text.startswith("CLAIMS "):
+            return json.loads(text[len("CLAIMS ") :])
+    raise RuntimeError(f"{notebook} seed {seed}: no claims printed")
+
+
+def run_in_subprocess(notebook: str, seed: int, path: str) -> dict[str, float]:
+    """Run one (chapter, seed) under one CPU path, in a fresh process."""
+    env = {
+        **os.environ,
+        **PATHS[path],
+        "PYTHONOPTIMIZE": "1",
+        "PYTHONHASHSEED": "0",
+    }
+    result = subprocess.run(
+        [sys.executable, __file__, "--worker", notebook, str(seed)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--notebooks", nargs="+", default=list(CLAIMS), choices=list(CLAIMS)
+    )
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument(
+        "--paths",
+        nargs="+",
+        default=["native", "default", "mkl-compatible"],
+        choices=list(PATHS),
+    )
+    parser.add_argument("--jobs", type=int, default=2, help="runs at a time")
+    parser.add_argument("--json", help="also write every value to this file")
+    parser.add_argument(
+        "--worker",
+        nargs=2,
+        metavar=("NOTEBOOK", "SEED"),
+        help=argparse.SUPPRESS,
+    )
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(run_one(args.worker[0], int(args.worker[1]))))
+        return
+
+    import torch
+
+    print(
+        f"torch {torch.__version__}, native CPU path here: {torch.backends.cpu.get_cpu_capability()}"
+    )
+    runs = [
+        (nb, seed, path)
+        for nb in args.notebooks
+        for seed in args.seeds
+        for path in args.paths
+    ]
+    values: dict[tuple[str, int, str], dict[str, float]] = {}
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        futures = {pool.submit(run_in_subprocess, *run): run for run in runs}
+        for future in concurrent.futures.as_completed(futures):
+            run = futures[future]
+            values[run] = future.result()
+            print(
+                f"done: {run[0]} seed {run[1]} {run[2]}",
+                file=sys.stderr,
+                flush=True,
+            )
+    columns = [(seed, path) for seed in args.seeds for path in args.paths]
+    for notebook in args.notebooks:
+        print(f"\n## {notebook} (columns: seed/path)\n")
+        header = (
+            "| claim | "
+            + " | ".join(f"{s}/{p}" for s, p in columns)
+            + " | min | max |"
+        )
+        print(header)
+        print("|" + "---|" * (len(columns) + 3))
+        for claim in CLAIMS[notebook]:
+            row = [values[(notebook, s, p)][claim] for s, p in columns]
+            cells = " | ".join(f"{v:.3f}" for v in row)
+            print(f"| {claim} | {cells} | {min(row):.3f} | {max(row):.3f} |")
+    if args.json:
+        pathlib.Path(args.json).write_text(
+            json.dumps(
+                {"/".join(map(str, k)): v for k, v in values.items()}, indent=1
+            )
+        )
+
+
+if __name__ == "__main__":
+    main()
