@@ -34,48 +34,6 @@ from course_pkg.checks import (
 )
 from course_pkg.data import source_array
 
-# ---------------------------------------------------------- checks and helpers
-
-
-def _check_src(src: Any, src_valid_len: Any) -> None:
-    check_token_ids("src", src, None)
-    check_valid_lens(
-        "src_valid_len", src_valid_len, src.shape[0], src.shape[1]
-    )
-
-
-def _decoder_weights(model: nn.Module) -> torch.Tensor | None:
-    """The decoder's (B, t, T_src) attention weights (last call), or None."""
-    weights = getattr(model.decoder, "attention_weights", None)
-    return (
-        weights
-        if isinstance(weights, torch.Tensor) and weights.dim() == 3
-        else None
-    )
-
-
-class _eval_mode:
-    """Eval mode and no autograd inside; the model's mode restored after."""
-
-    def __init__(self, model: nn.Module):
-        self.model, self.was_training = model, model.training
-        self.no_grad = torch.no_grad()
-
-    def __enter__(self) -> None:
-        self.model.eval()
-        self.no_grad.__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.no_grad.__exit__(*exc)
-        self.model.train(self.was_training)
-
-
-def _log_softmax(Y: torch.Tensor) -> torch.Tensor:
-    """log_softmax over the last axis, in float32 at least (bf16 is coarse)."""
-    return F.log_softmax(
-        Y.to(torch.promote_types(Y.dtype, torch.float32)), dim=-1
-    )
-
 
 def cut_at_eos(tokens: list[int], eos: int) -> list[int]:
     """The ids before the first <eos> (all of them if there is none)."""
@@ -387,3 +345,46 @@ def translate(
         tgt_vocab.to_tokens(cut_at_eos(row, tgt_vocab.eos))
         for row in tokens.tolist()
     ]
+
+
+# ------------------------------------------------------------ private helpers
+
+
+def _check_src(src: Any, src_valid_len: Any) -> None:
+    check_token_ids("src", src, None)
+    check_valid_lens(
+        "src_valid_len", src_valid_len, src.shape[0], src.shape[1]
+    )
+
+
+def _decoder_weights(model: nn.Module) -> torch.Tensor | None:
+    """The decoder's (B, t, T_src) attention weights (last call), or None."""
+    weights = getattr(model.decoder, "attention_weights", None)
+    return (
+        weights
+        if isinstance(weights, torch.Tensor) and weights.dim() == 3
+        else None
+    )
+
+
+class _eval_mode:
+    """Eval mode and no autograd inside; the model's mode restored after."""
+
+    def __init__(self, model: nn.Module):
+        self.model, self.was_training = model, model.training
+        self.no_grad = torch.no_grad()
+
+    def __enter__(self) -> None:
+        self.model.eval()
+        self.no_grad.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.no_grad.__exit__(*exc)
+        self.model.train(self.was_training)
+
+
+def _log_softmax(Y: torch.Tensor) -> torch.Tensor:
+    """log_softmax over the last axis, in float32 at least (bf16 is coarse)."""
+    return F.log_softmax(
+        Y.to(torch.promote_types(Y.dtype, torch.float32)), dim=-1
+    )
