@@ -266,6 +266,13 @@ def _sample_subject(
 
 
 def sample_clause(rng: random.Random) -> Clause:
+    """Draw the meaning of one sentence: its kind, tense, mood and words.
+
+    Args:
+        rng: the source of randomness (the corpus's seeded generator).
+    Returns:
+        A :class:`Clause`.
+    """
     kind = rng.choices(
         ["transitive", "ditransitive", "motion", "activity", "copula"],
         weights=[45, 12, 15, 13, 15],

@@ -30,7 +30,7 @@ def write_atomically(
         path: the destination file; its folder must exist.
         write: called once with the open binary handle.
     Raises:
-        whatever ``write`` raises, or OSError from the file system.
+        OSError: if the file system refuses; and whatever ``write`` raises.
     """
     path = Path(path)
     fd, temporary = tempfile.mkstemp(

@@ -133,7 +133,7 @@ class Seq2SeqEncoder(Encoder):
 class GRUState(NamedTuple):
     """The state of a :class:`Seq2SeqDecoder`.
 
-    Attributes:
+    Fields:
         context: (B, D), the encoder's last-layer final state.
         hidden: (L, B, D), the decoder GRU's state.
     """
@@ -221,7 +221,7 @@ def _check_hidden(
 class AttentionGRUState(NamedTuple):
     """The state of a :class:`Seq2SeqAttentionDecoder`.
 
-    Attributes:
+    Fields:
         enc_outputs: (B, T, D), every encoder output (keys and values).
         hidden: (L, B, D), the decoder GRU's state.
         enc_valid_lens: None or (B,), the source lengths.

@@ -139,7 +139,7 @@ class TransformerEncoderBlock(nn.Module):
 class BlockCache(NamedTuple):
     """What one decoder block keeps between calls.
 
-    Attributes:
+    Fields:
         self_attention: the keys and values of the t target positions fed so
             far, (B, t, D) each.
         cross_attention: the projected encoder outputs, (B, T, D) each.
@@ -153,7 +153,7 @@ class DecoderState(NamedTuple):
     """The state a :class:`course_pkg.transformer.TransformerDecoder` passes
     from one call to the next.
 
-    Attributes:
+    Fields:
         enc_outputs: (B, T, D) encoder outputs.
         enc_valid_lens: None or (B,) source lengths.
         caches: one :class:`BlockCache` per block, or None before the first
