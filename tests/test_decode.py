@@ -229,7 +229,6 @@ def test_sequence_log_prob_matches_step_by_step_scores():
 # ----------------------------------------------------------------------------- beam search
 
 
-@pytest.mark.parametrize("attention", [False, True])
 def exhaustive_beam(model, src, valid_lens, vocab, num_steps, alpha):
     """Beam search with a beam wide enough to keep every hypothesis."""
     beam_size = vocab**num_steps
@@ -238,6 +237,7 @@ def exhaustive_beam(model, src, valid_lens, vocab, num_steps, alpha):
     )
 
 
+@pytest.mark.parametrize("attention", [False, True])
 @pytest.mark.parametrize("alpha", [0.0, 0.75])
 def test_beam_of_one_is_greedy(attention, alpha):
     model = gru_model(attention, seed=5)
