@@ -64,9 +64,8 @@ def transpose_output(X: torch.Tensor, num_heads: int) -> torch.Tensor:
 class KVCache(NamedTuple):
     """Keys and values already projected by a :class:`MultiHeadAttention`.
 
-    Fields:
-        keys: (B, K, D), ``W_k`` applied to the K keys seen so far.
-        values: (B, K, D), ``W_v`` applied to the same positions.
+    ``keys`` (B, K, D) is ``W_k`` applied to the K keys seen so far,
+    ``values`` (B, K, D) is ``W_v`` applied to the same positions.
     """
 
     keys: torch.Tensor

@@ -133,9 +133,8 @@ class Seq2SeqEncoder(Encoder):
 class GRUState(NamedTuple):
     """The state of a :class:`Seq2SeqDecoder`.
 
-    Fields:
-        context: (B, D), the encoder's last-layer final state.
-        hidden: (L, B, D), the decoder GRU's state.
+    ``context`` (B, D) is the encoder's last-layer final state, ``hidden``
+    (L, B, D) the decoder GRU's state.
     """
 
     context: torch.Tensor
@@ -221,10 +220,9 @@ def _check_hidden(
 class AttentionGRUState(NamedTuple):
     """The state of a :class:`Seq2SeqAttentionDecoder`.
 
-    Fields:
-        enc_outputs: (B, T, D), every encoder output (keys and values).
-        hidden: (L, B, D), the decoder GRU's state.
-        enc_valid_lens: None or (B,), the source lengths.
+    ``enc_outputs`` (B, T, D) are every encoder output (the keys and
+    values), ``hidden`` (L, B, D) the decoder GRU's state, and
+    ``enc_valid_lens`` None or (B,) the source lengths.
     """
 
     enc_outputs: torch.Tensor

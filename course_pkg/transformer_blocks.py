@@ -139,10 +139,9 @@ class TransformerEncoderBlock(nn.Module):
 class BlockCache(NamedTuple):
     """What one decoder block keeps between calls.
 
-    Fields:
-        self_attention: the keys and values of the t target positions fed so
-            far, (B, t, D) each.
-        cross_attention: the projected encoder outputs, (B, T, D) each.
+    ``self_attention`` holds the keys and values of the t target positions
+    fed so far, (B, t, D) each; ``cross_attention`` the projected encoder
+    outputs, (B, T, D) each.
     """
 
     self_attention: KVCache
@@ -153,12 +152,10 @@ class DecoderState(NamedTuple):
     """The state a :class:`course_pkg.transformer.TransformerDecoder` passes
     from one call to the next.
 
-    Fields:
-        enc_outputs: (B, T, D) encoder outputs.
-        enc_valid_lens: None or (B,) source lengths.
-        caches: one :class:`BlockCache` per block, or None before the first
-            call.
-        offset: the number of target positions fed so far (t).
+    ``enc_outputs`` (B, T, D) are the encoder outputs, ``enc_valid_lens``
+    None or (B,) the source lengths, ``caches`` one :class:`BlockCache` per
+    block (None before the first call), and ``offset`` the number t of
+    target positions fed so far.
     """
 
     enc_outputs: torch.Tensor
