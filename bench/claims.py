@@ -9,19 +9,22 @@ nbclient) for several seeds and CPU paths, and prints every claim's value in a
 table with its minimum and maximum.
 
 How a run differs from the book's: one cell after the first sets the seed
-(``SETTINGS.seed`` and ``seed_everything``), the kernel runs with
+(``SETTINGS.seed`` where the chapter has it, and ``seed_everything``; a
+chapter whose training seeds itself or draws nothing random varies with the
+CPU path only), the kernel runs with
 ``PYTHONOPTIMIZE=1`` so that a claim below its floor is measured instead of
 stopping the notebook, and a last cell prints the claims as JSON.
 
 CPU paths: ``native`` (whatever PyTorch picks here), ``default``
 (``ATEN_CPU_CAPABILITY=default``: no vector instructions beyond the baseline),
 ``avx2`` and ``avx512`` (PyTorch falls back to the best path the CPU has when
-asked for more), and ``mkl-compatible`` (native ATen kernels, MKL on its
-slowest, most portable path, ``MKL_CBWR=COMPATIBLE``).
+asked for more), ``mkl-compatible`` (native ATen kernels, MKL on its
+slowest, most portable path, ``MKL_CBWR=COMPATIBLE``) and ``portable`` (both
+of the last, as ``make notebooks-portable`` runs the notebooks).
 
 Usage::
 
-    python bench/claims.py                      # 3 chapters x seeds 0-2 x 3 paths
+    python bench/claims.py                      # 6 chapters x seeds 0-2 x 2 paths
     python bench/claims.py --notebooks bahdanau --seeds 0 --paths default
 """
 
@@ -40,6 +43,21 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # For each training chapter: claim name -> expression evaluated in the kernel
 # after the notebook has run. The names say what the chapter asserts.
 CLAIMS: dict[str, dict[str, str]] = {
+    "attention_pooling": {
+        "LOO loss last/first": "losses[-1] / losses[0]",
+        "|learned - best width|": "abs(learned_width - best_width)",
+        "width K=25 - K=400": "learned_widths[0] - learned_widths[-1]",
+    },
+    "multihead_attention": {
+        "H=1: worse side": "min(accuracies[1])",
+        "H=1: better side": "max(accuracies[1])",
+        "H=2,4: worst side": "min(min(accuracies[h]) for h in (2, 4))",
+    },
+    "self_attention": {
+        "both: length 16 (worst)": "min(seen_short.values())",
+        "learned: positions 16-31": 'unseen_long["learned"]',
+        "sinusoidal: positions 16-31": 'unseen_long["sinusoidal"]',
+    },
     "encoder_decoder": {
         "loss last/first epoch": 'history["epoch_loss"][-1] / history["epoch_loss"][0]',
         "test BLEU": "test_bleu",
@@ -71,8 +89,8 @@ CLAIMS: dict[str, dict[str, str]] = {
         "Transformer - Bahdanau": 'bleus["Transformer"] - bleus["Bahdanau attention"]',
         "Bahdanau - Transformer (2 ep.)": 'bleus["Bahdanau attention"] - bleus[early_name]',
         "Transformer (2 ep.) - GRU": 'bleus[early_name] - bleus["GRU seq2seq"]',
-        "GRU loss / 3 x attention loss": 'relative_loss["GRU seq2seq"]'
-        " / (3 * largest_attention_loss)",
+        "GRU rel. loss / attention rel. loss": 'relative_loss["GRU seq2seq"]'
+        " / largest_attention_loss",
     },
 }
 
@@ -82,10 +100,13 @@ PATHS: dict[str, dict[str, str]] = {
     "avx2": {"ATEN_CPU_CAPABILITY": "avx2"},
     "avx512": {"ATEN_CPU_CAPABILITY": "avx512"},
     "mkl-compatible": {"MKL_CBWR": "COMPATIBLE"},
+    # both at once, as `make notebooks-portable` runs the notebooks
+    "portable": {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"},
 }
 
 SEED_CELL = """import dataclasses as _dataclasses
-SETTINGS = _dataclasses.replace(SETTINGS, seed={seed})
+if "SETTINGS" in globals():
+    SETTINGS = _dataclasses.replace(SETTINGS, seed={seed})
 seed_everything({seed})"""
 
 
@@ -151,11 +172,14 @@ def main() -> None:
     parser.add_argument(
         "--paths",
         nargs="+",
-        default=["native", "default", "mkl-compatible"],
+        default=["native", "portable"],
         choices=list(PATHS),
     )
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time")
-    parser.add_argument("--json", help="also write every value to this file")
+    parser.add_argument(
+        "--cache",
+        help="a JSON-lines file: finished runs are appended to it and not run again",
+    )
     parser.add_argument(
         "--worker",
         nargs=2,
@@ -179,8 +203,14 @@ def main() -> None:
         for path in args.paths
     ]
     values: dict[tuple[str, int, str], dict[str, float]] = {}
+    cache = pathlib.Path(args.cache) if args.cache else None
+    if cache and cache.exists():
+        for line in cache.read_text().splitlines():
+            record = json.loads(line)
+            values[tuple(record["run"])] = record["claims"]
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        futures = {pool.submit(run_in_subprocess, *run): run for run in runs}
+        todo = [run for run in runs if run not in values]
+        futures = {pool.submit(run_in_subprocess, *run): run for run in todo}
         for future in concurrent.futures.as_completed(futures):
             run = futures[future]
             values[run] = future.result()
@@ -189,6 +219,12 @@ def main() -> None:
                 file=sys.stderr,
                 flush=True,
             )
+            if cache:
+                with cache.open("a") as f:
+                    f.write(
+                        json.dumps({"run": list(run), "claims": values[run]})
+                        + "\n"
+                    )
     columns = [(seed, path) for seed in args.seeds for path in args.paths]
     for notebook in args.notebooks:
         print(f"\n## {notebook} (columns: seed/path)\n")
@@ -203,12 +239,6 @@ def main() -> None:
             row = [values[(notebook, s, p)][claim] for s, p in columns]
             cells = " | ".join(f"{v:.3f}" for v in row)
             print(f"| {claim} | {cells} | {min(row):.3f} | {max(row):.3f} |")
-    if args.json:
-        pathlib.Path(args.json).write_text(
-            json.dumps(
-                {"/".join(map(str, k)): v for k, v in values.items()}, indent=1
-            )
-        )
 
 
 if __name__ == "__main__":

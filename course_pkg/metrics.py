@@ -6,7 +6,7 @@ each reference n-gram usable once ("clipped" counts), and penalises predictions
 shorter than the reference.
 
 - :func:`bleu` scores one sentence the way d2l does, with longer n-grams
-  weighted more.
+  weighted less (p_n ** (1 / 2**n): a smaller exponent pulls p_n towards 1).
 - :func:`corpus_bleu` is the standard corpus-level BLEU-4 of Papineni et al.,
   as sacrebleu computes it: counts are summed over the whole corpus before any
   ratio is taken.
@@ -46,11 +46,12 @@ def bleu(pred_tokens: Tokens, label_tokens: Tokens, k: int = 4) -> float:
 
     p_n is the clipped n-gram precision: the number of prediction n-grams
     matched by a distinct reference n-gram, over the number of prediction
-    n-grams. Matching n-grams weigh more as n grows (exponent 1/2**n). Only n =
-    1 .. min(k, len_pred) enter the product: an n-gram order the prediction is
-    too short to have counts as precision 1, so a short prediction is judged on
-    the orders it has (and its brevity penalty). An empty prediction scores
-    0.0.
+    n-grams. Since p_n <= 1, the exponent 1/2**n, which shrinks as n grows,
+    pulls the factor of a longer order towards 1: longer n-grams count less.
+    A zero p_n still makes the score 0. Only n = 1 .. min(k, len_pred) enter
+    the product: an n-gram order the prediction is too short to have counts as
+    precision 1, so a short prediction is judged on the orders it has (and its
+    brevity penalty). An empty prediction scores 0.0.
 
     Args:
         pred_tokens: the predicted tokens (or a string to split on whitespace).

@@ -18,9 +18,12 @@ from torch import nn
 import course_pkg
 from course_pkg import (
     attention,
+    efficient_attention,
     encoder_decoder,
     kernel_regression,
+    modern_block,
     positional,
+    rotary,
     scoring,
     seq2seq,
     toy_tasks,
@@ -152,6 +155,31 @@ FORWARDS = {
     transformer.Transformer: lambda d: transformer.Transformer(
         11, 13, 8, 16, 2, 2, 0.1
     ).to(d)(_tokens(d), _tokens(d, vocab=13), _lens(d, 5, 3)),
+    efficient_attention.GroupedQueryAttention: lambda d: (
+        efficient_attention.GroupedQueryAttention(
+            8, 4, 0.1, num_kv_heads=2
+        ).to(d)(
+            _x(d, 2, 3, 8),
+            _x(d, 2, 6, 8),
+            _x(d, 2, 6, 8),
+            _lens(d, 6, 2),
+            causal=True,
+        )
+    ),
+    rotary.RotaryEmbedding: lambda d: rotary.RotaryEmbedding(4).to(d)(
+        _x(d, 2, 2, 5, 4), offset=3
+    ),
+    modern_block.RMSNorm: lambda d: modern_block.RMSNorm(8).to(d)(
+        _x(d, 2, 5, 8)
+    ),
+    modern_block.SwiGLUFFN: lambda d: modern_block.SwiGLUFFN(16, 8).to(d)(
+        _x(d, 2, 5, 8)
+    ),
+    modern_block.PreNormEncoderBlock: lambda d: (
+        modern_block.PreNormEncoderBlock(
+            8, 16, 4, 0.1, norm="rms", ffn="swiglu", num_kv_heads=2
+        ).to(d)(_x(d, 2, 5, 8), _lens(d, 5, 2))
+    ),
 }
 
 

@@ -1,0 +1,398 @@
+"""Attention at scale: blockwise (FlashAttention-style) attention and
+grouped-query attention.
+
+Chapter: "Attention at scale".
+
+- :func:`blockwise_attention`: exact attention holding at most a
+  (Q, block_size) slice of scores per head, with the online softmax of
+  FlashAttention (Dao et al. 2022) written in plain PyTorch.
+- :class:`GroupedQueryAttention`: multi-head attention whose query heads
+  share ``num_kv_heads`` key/value heads (Ainslie et al. 2023; 1 is
+  multi-query attention, Shazeer 2019), so that its key/value cache is
+  ``num_heads / num_kv_heads`` times smaller.
+
+Shape letters: ``B`` batch, ``H`` heads, ``Q`` queries, ``K`` key-value
+pairs, ``D`` model width (``num_hiddens``), ``d`` width of one head.
+
+Masks follow :func:`course_pkg.attention.masked_softmax`: ``valid_lens`` is
+None, (B,) or (B, Q) numbers of valid keys (values checked on the CPU only);
+``causal`` lets query i see keys 0..i + (K - Q); a query with no valid key
+gets weight 0 on every key, so its output is zeros, never NaN.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from course_pkg.masks import masked_softmax
+from course_pkg.rotary import RotaryEmbedding
+
+# ---------------------------------------------------------------- input checks
+
+
+_INTEGER_DTYPES = (
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint8,
+)
+
+
+def _check_shape(
+    name: str, tensor: object, letters: str, sizes: tuple[int | None, ...]
+) -> None:
+    """TypeError if not a tensor, ValueError unless its shape is sizes
+    (None: any size); letters name the axes, e.g. "BHQd"."""
+    named = (a if n is None else f"{a}={n}" for a, n in zip(letters, sizes))
+    shape = f"({', '.join(named)})"
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(
+            f"{name} must be a torch.Tensor of shape {shape}, "
+            f"got {type(tensor).__name__}"
+        )
+    if tensor.dim() != len(sizes) or any(
+        n is not None and actual != n for actual, n in zip(tensor.shape, sizes)
+    ):
+        raise ValueError(
+            f"{name} must have shape {shape}, got {tuple(tensor.shape)}"
+        )
+
+
+def _check_lens(
+    valid_lens: object, batch_size: int, num_queries: int, num_keys: int
+) -> None:
+    if valid_lens is None:
+        return
+    expected = f"(B,)=({batch_size},) or (B, Q)=({batch_size}, {num_queries})"
+    if not isinstance(valid_lens, torch.Tensor):
+        raise TypeError(
+            f"valid_lens must be a torch.Tensor of shape {expected}, "
+            f"got {type(valid_lens).__name__}"
+        )
+    if valid_lens.dtype not in _INTEGER_DTYPES:
+        raise TypeError(
+            f"valid_lens must hold integers, got dtype {valid_lens.dtype}"
+        )
+    if valid_lens.shape not in ((batch_size,), (batch_size, num_queries)):
+        raise ValueError(
+            f"valid_lens must have shape {expected}, "
+            f"got {tuple(valid_lens.shape)}"
+        )
+    if valid_lens.device.type == "cpu" and valid_lens.numel() > 0:
+        low, high = int(valid_lens.min()), int(valid_lens.max())
+        if low < 0 or high > num_keys:
+            raise ValueError(
+                f"valid_lens must lie in [0, K={num_keys}], "
+                f"got [{low}, {high}]"
+            )
+
+
+# --------------------------------------------------------- blockwise attention
+
+
+def blockwise_attention(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    block_size: int,
+    causal: bool = False,
+    valid_lens: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Exact softmax(q k^T / sqrt(d)) v, visiting keys and values in blocks.
+
+    For each block of keys the scores S (a (Q, block_size) slice per head)
+    update a running maximum m, a running sum l of exp(S - m) and a running
+    sum o of exp(S - m) v; whenever m grows, l and o are rescaled by
+    exp(m_old - m_new). At the end o / l is the attention output. No (Q, K)
+    matrix is ever formed in the forward pass. Under autograd, PyTorch keeps
+    each block's probabilities for the backward pass (FlashAttention instead
+    recomputes them); the memory saving is the forward pass's.
+
+    Args:
+        queries: (B, H, Q, d).
+        keys: (B, H, K, d).
+        values: (B, H, K, d_v).
+        block_size: number of keys per block, >= 1; the last block may be
+            shorter.
+        causal: hide keys after each query (query i sees keys up to
+            i + K - Q); needs K >= Q.
+        valid_lens: None, (B,) or (B, Q) numbers of valid keys, shared by
+            every head.
+    Returns:
+        (B, H, Q, d_v), in queries' dtype and device; zeros for a query with
+        no valid key.
+    Raises:
+        TypeError: on a non-tensor input, a non-int block_size or non-integer
+            valid_lens.
+        ValueError: on shapes that do not fit each other, block_size < 1,
+            causal with K < Q, or valid_lens outside [0, K].
+    """
+    _check_shape("queries", queries, "BHQd", (None,) * 4)
+    batch_size, num_heads, num_queries, head_width = queries.shape
+    _check_shape(
+        "keys", keys, "BHKd", (batch_size, num_heads, None, head_width)
+    )
+    num_keys = keys.shape[2]
+    _check_shape(
+        "values", values, "BHKv", (batch_size, num_heads, num_keys, None)
+    )
+    if not isinstance(block_size, int) or isinstance(block_size, bool):
+        raise TypeError(
+            f"block_size must be an int, got {type(block_size).__name__}"
+        )
+    if block_size < 1:
+        raise ValueError(f"block_size must be >= 1, got {block_size}")
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
+    if causal and num_keys < num_queries:
+        raise ValueError(
+            f"causal attention needs K >= Q, got Q={num_queries}, K={num_keys}"
+        )
+    _check_lens(valid_lens, batch_size, num_queries, num_keys)
+
+    scale = 1.0 / math.sqrt(head_width)
+    lens = None
+    if valid_lens is not None:  # (B, 1) or (B, Q)
+        lens = valid_lens.to(queries.device).reshape(batch_size, -1)
+    last_seen = None
+    if causal:  # (Q, 1): the last key each query may see
+        last_seen = torch.arange(num_queries, device=queries.device)[:, None]
+        last_seen = last_seen + (num_keys - num_queries)
+    # The most negative finite number rather than -inf: m - m is then never
+    # -inf - (-inf) = NaN for a query that has seen no valid key yet.
+    lowest = torch.finfo(queries.dtype).min
+    state_shape = (batch_size, num_heads, num_queries)
+    running_max = queries.new_full((*state_shape, 1), lowest)
+    running_sum = queries.new_zeros((*state_shape, 1))
+    output = queries.new_zeros((*state_shape, values.shape[3]))
+    for start in range(0, num_keys, block_size):
+        end = min(start + block_size, num_keys)
+        block_keys = keys[:, :, start:end]  # (B, H, block, d)
+        # (B, H, Q, block): the only score matrix, one block wide.
+        scores = queries @ block_keys.transpose(2, 3) * scale
+        key_positions = torch.arange(start, end, device=queries.device)
+        mask = None  # or (B or 1, Q or 1, block): True = may attend
+        if lens is not None:
+            mask = key_positions < lens[..., None]
+        if last_seen is not None:
+            causal_block = (key_positions <= last_seen)[None]  # (1, Q, block)
+            mask = causal_block if mask is None else mask & causal_block
+        if mask is not None:
+            mask = mask[:, None]  # a head axis
+            scores = scores.masked_fill(~mask, lowest)
+        new_max = torch.maximum(running_max, scores.amax(-1, keepdim=True))
+        weights = torch.exp(scores - new_max)  # (B, H, Q, block)
+        if mask is not None:
+            # A query with no valid key so far has new_max = lowest, which
+            # gives its masked scores exp(0) = 1: zero them explicitly.
+            weights = weights * mask
+        rescale = torch.exp(running_max - new_max)  # (B, H, Q, 1)
+        running_sum = running_sum * rescale + weights.sum(-1, keepdim=True)
+        output = output * rescale + weights @ values[:, :, start:end]
+        running_max = new_max
+    # A query with nothing valid has running_sum = 0 and output = 0: keep 0.
+    return output / torch.where(running_sum > 0, running_sum, 1.0)
+
+
+# ------------------------------------------------------ grouped-query attention
+
+
+class GroupedQueryAttention(nn.Module):
+    """Multi-head attention whose H query heads share num_kv_heads key/value
+    heads.
+
+    Query head h uses key/value head h // (H / num_kv_heads), the grouping of
+    ``torch.nn.functional.scaled_dot_product_attention(..., enable_gqa=True)``.
+    With num_kv_heads == H it is :class:`course_pkg.attention.MultiHeadAttention`
+    (same parameter names and shapes); with num_kv_heads == 1 it is
+    multi-query attention.
+
+    Args:
+        num_hiddens: D, the width of the query projection and of the output;
+            divisible by num_heads.
+        num_heads: H, the number of query heads.
+        dropout: dropout probability on the attention weights.
+        bias: whether the four projections have a bias.
+        num_kv_heads: number of key/value heads, dividing H (default H).
+        rotary: rotate every head's queries and keys by their positions
+            (:class:`course_pkg.rotary.RotaryEmbedding`); keys sit at
+            positions 0..K - 1 and queries at the last Q of them.
+        query_size, key_size, value_size: input widths (default D).
+    Attributes:
+        head_width: d = D / H. W_k, W_v: project to num_kv_heads * d.
+        attention_weights: (B, H, Q, K) weights of the last forward call.
+    Raises:
+        TypeError: if a size is not an int.
+        ValueError: if num_hiddens is not divisible by num_heads or num_heads
+            by num_kv_heads.
+    """
+
+    def __init__(
+        self,
+        num_hiddens: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = False,
+        *,
+        num_kv_heads: int | None = None,
+        rotary: bool = False,
+        query_size: int | None = None,
+        key_size: int | None = None,
+        value_size: int | None = None,
+    ):
+        super().__init__()
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        sizes = {"num_hiddens": num_hiddens, "num_heads": num_heads}
+        for name, size in {**sizes, "num_kv_heads": num_kv_heads}.items():
+            if not isinstance(size, int) or isinstance(size, bool):
+                raise TypeError(f"{name} must be an int, got {size!r}")
+            if size <= 0:
+                raise ValueError(f"{name} must be positive, got {size}")
+        if num_hiddens % num_heads or num_heads % num_kv_heads:
+            raise ValueError(
+                f"num_hiddens ({num_hiddens}) must be divisible by num_heads "
+                f"({num_heads}), and num_heads by num_kv_heads ({num_kv_heads})"
+            )
+        self.num_hiddens, self.num_heads = num_hiddens, num_heads
+        self.num_kv_heads = num_kv_heads
+        self.head_width = num_hiddens // num_heads
+        self.query_size = query_size or num_hiddens
+        self.key_size = key_size or num_hiddens
+        self.value_size = value_size or num_hiddens
+        kv_width = num_kv_heads * self.head_width
+        self.W_q = nn.Linear(self.query_size, num_hiddens, bias=bias)
+        self.W_k = nn.Linear(self.key_size, kv_width, bias=bias)
+        self.W_v = nn.Linear(self.value_size, kv_width, bias=bias)
+        self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+        self.rotary = RotaryEmbedding(self.head_width) if rotary else None
+        self.attention_weights: torch.Tensor | None = None
+
+    def kv_cache_numel(self, batch_size: int, num_steps: int) -> int:
+        """Number of cached numbers for batch_size sequences of num_steps
+        positions: 2 (keys and values) * B * T * num_kv_heads * d.
+        """
+        return 2 * batch_size * num_steps * self.num_kv_heads * self.head_width
+
+    def cache(
+        self, keys: torch.Tensor, values: torch.Tensor, offset: int = 0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Project and split keys and values into their heads: what a decoder
+        caches.
+
+        Args:
+            keys: (B, K, key_size).
+            values: (B, K, value_size).
+            offset: position of the first key (rotary only; for appending).
+        Returns:
+            keys (B, num_kv_heads, K, d) and values (B, num_kv_heads, K, d);
+            together they hold :meth:`kv_cache_numel` (B, K) numbers.
+        Raises:
+            TypeError/ValueError: on shapes that do not fit the layer.
+        """
+        _check_shape("keys", keys, "BKk", (None, None, self.key_size))
+        _check_shape(
+            "values", values, "BKv", (*keys.shape[:2], self.value_size)
+        )
+        batch_size, num_keys = keys.shape[:2]
+
+        def split(X: torch.Tensor) -> torch.Tensor:
+            return X.view(
+                batch_size, num_keys, self.num_kv_heads, self.head_width
+            ).transpose(1, 2)
+
+        keys = split(self.W_k(keys))  # (B, num_kv_heads, K, d)
+        if self.rotary is not None:
+            keys = self.rotary(keys, offset)
+        return keys, split(self.W_v(values))
+
+    def forward(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        valid_lens: torch.Tensor | None = None,
+        *,
+        causal: bool = False,
+    ) -> torch.Tensor:
+        """Attend with H query heads over num_kv_heads key/value heads.
+
+        Args:
+            queries: (B, Q, query_size).
+            keys: (B, K, key_size).
+            values: (B, K, value_size).
+            valid_lens: None, (B,) or (B, Q) numbers of valid keys.
+            causal: hide keys after each query (needs K >= Q).
+        Returns:
+            (B, Q, D).
+        Raises:
+            TypeError/ValueError: on shapes that do not fit each other or the
+                layer.
+        """
+        _check_shape("queries", queries, "BQq", (None, None, self.query_size))
+        _check_shape(
+            "keys", keys, "BKk", (queries.shape[0], None, self.key_size)
+        )
+        batch_size, num_queries = queries.shape[:2]
+        if causal and keys.shape[1] < num_queries:
+            raise ValueError(
+                f"causal attention needs K >= Q, got Q={num_queries}, "
+                f"K={keys.shape[1]}"
+            )
+        _check_lens(valid_lens, batch_size, num_queries, keys.shape[1])
+        cached_keys, cached_values = self.cache(keys, values)
+        return self.attend_cached(
+            queries, cached_keys, cached_values, valid_lens, causal=causal
+        )
+
+    def attend_cached(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        valid_lens: torch.Tensor | None = None,
+        *,
+        causal: bool = False,
+    ) -> torch.Tensor:
+        """The forward pass after :meth:`cache`.
+
+        Args:
+            queries: (B, Q, query_size), not yet projected.
+            keys, values: (B, num_kv_heads, K, d) from :meth:`cache`.
+            valid_lens, causal: as in :meth:`forward` (not checked again).
+        Returns:
+            (B, Q, D).
+        """
+        batch_size, num_queries = queries.shape[:2]
+        num_keys = keys.shape[2]
+        groups = (batch_size, self.num_kv_heads, -1)  # -1: heads per group
+        grouped_queries = (
+            self.W_q(queries)
+            .view(batch_size, num_queries, *groups[1:], self.head_width)
+            .permute(0, 2, 3, 1, 4)
+        )  # (B, num_kv_heads, H / num_kv_heads, Q, d)
+        if self.rotary is not None:
+            grouped_queries = self.rotary(
+                grouped_queries, num_keys - num_queries
+            )
+        # Each key/value head serves its group by broadcasting, not copying.
+        scores = grouped_queries @ keys[:, :, None].transpose(3, 4)
+        scores = scores / math.sqrt(self.head_width)  # (..., Q, K)
+        if valid_lens is not None:
+            valid_lens = valid_lens.repeat_interleave(self.num_heads, dim=0)
+        weights = masked_softmax(
+            scores.reshape(-1, num_queries, num_keys), valid_lens, causal
+        )  # (B * H, Q, K)
+        self.attention_weights = weights.view(
+            batch_size, -1, *weights.shape[1:]
+        )
+        heads = self.dropout(weights).view(*groups, num_queries, num_keys)
+        heads = heads @ values[:, :, None]  # (B, num_kv_heads, ..., Q, d)
+        concatenated = heads.permute(0, 3, 1, 2, 4).reshape(
+            batch_size, num_queries, self.num_hiddens
+        )
+        return self.W_o(concatenated)  # (B, Q, D)

@@ -1,0 +1,578 @@
+"""Tests of course_pkg.efficient_attention: blockwise attention and grouped-query attention.
+
+Peers nobody here wrote: torch.nn.functional.scaled_dot_product_attention (with a boolean mask,
+and with enable_gqa=True); the course's own MultiHeadAttention and masked_softmax for the
+conventions (a query with no valid key gets a zero output).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.overrides import TorchFunctionMode
+
+from course_pkg.attention import MultiHeadAttention
+from course_pkg.efficient_attention import (
+    GroupedQueryAttention,
+    blockwise_attention,
+)
+from course_pkg.masks import masked_softmax
+from course_pkg.rotary import RotaryEmbedding
+
+F64 = torch.float64
+
+
+def _mask(valid_lens, batch, queries, keys, causal):
+    """(B, Q, K) bool mask built independently of the package: True = may attend."""
+    key_pos = torch.arange(keys)
+    mask = torch.ones(batch, queries, keys, dtype=torch.bool)
+    if valid_lens is not None:
+        lens = (
+            valid_lens
+            if valid_lens.dim() == 2
+            else valid_lens[:, None].expand(batch, queries)
+        )
+        mask &= key_pos[None, None, :] < lens[:, :, None]
+    if causal:
+        query_pos = torch.arange(queries) + keys - queries
+        mask &= key_pos[None, :] <= query_pos[:, None]
+    return mask
+
+
+def _sdpa_reference(q, k, v, valid_lens, causal):
+    """torch's SDPA with the course's convention for rows with nothing valid (zero output)."""
+    batch, _, queries, _ = q.shape
+    mask = _mask(valid_lens, batch, queries, k.shape[2], causal)[
+        :, None
+    ]  # (B, 1, Q, K)
+    has_any = mask.any(-1, keepdim=True)
+    return (
+        F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~has_any)
+        * has_any
+    )
+
+
+def _lens(kind, batch, queries, keys, generator):
+    if kind == "none":
+        return None
+    shape = (batch,) if kind == "per_example" else (batch, queries)
+    return torch.randint(0, keys + 1, shape, generator=generator)
+
+
+# ----------------------------------------------------------------------------- blockwise attention
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    batch=st.integers(1, 3),
+    heads=st.integers(1, 3),
+    queries=st.integers(1, 9),
+    keys=st.integers(1, 13),
+    width=st.sampled_from([1, 4, 8]),
+    value_width=st.sampled_from([1, 3, 8]),
+    block_size=st.integers(1, 16),
+    causal=st.booleans(),
+    lens_kind=st.sampled_from(["none", "per_example", "per_query"]),
+    seed=st.integers(0, 2**16),
+)
+def test_blockwise_equals_sdpa_float64(
+    batch,
+    heads,
+    queries,
+    keys,
+    width,
+    value_width,
+    block_size,
+    causal,
+    lens_kind,
+    seed,
+):
+    """Any block size (K a multiple of it or not), causal or not, any padding: within 1e-10."""
+    if causal and keys < queries:
+        causal = False
+    generator = torch.Generator().manual_seed(seed)
+    q = (
+        torch.randn(
+            batch, heads, queries, width, dtype=F64, generator=generator
+        )
+        * 3
+    )
+    k = (
+        torch.randn(batch, heads, keys, width, dtype=F64, generator=generator)
+        * 3
+    )
+    v = torch.randn(
+        batch, heads, keys, value_width, dtype=F64, generator=generator
+    )
+    valid_lens = _lens(lens_kind, batch, queries, keys, generator)
+    ours = blockwise_attention(
+        q, k, v, block_size, causal=causal, valid_lens=valid_lens
+    )
+    theirs = _sdpa_reference(q, k, v, valid_lens, causal)
+    assert ours.shape == (batch, heads, queries, value_width)
+    assert ours.dtype == F64
+    assert torch.isfinite(ours).all()
+    assert (ours - theirs).abs().max() <= 1e-10
+
+
+@pytest.mark.parametrize("block_size", [1, 7, 16, 50, 64, 200])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("lens_kind", ["none", "per_example", "per_query"])
+def test_blockwise_equals_sdpa_float32(block_size, causal, lens_kind):
+    generator = torch.Generator().manual_seed(block_size)
+    q = torch.randn(2, 3, 37, 16, generator=generator)
+    k = torch.randn(2, 3, 50, 16, generator=generator)
+    v = torch.randn(2, 3, 50, 8, generator=generator)
+    valid_lens = _lens(lens_kind, 2, 37, 50, generator)
+    ours = blockwise_attention(
+        q, k, v, block_size, causal=causal, valid_lens=valid_lens
+    )
+    theirs = _sdpa_reference(q, k, v, valid_lens, causal)
+    assert (ours - theirs).abs().max() <= 1e-5
+
+
+def test_blockwise_matches_the_courses_masked_softmax():
+    """Same numbers as the explicit path of the course, per-query lengths and causal mask included."""
+    torch.manual_seed(0)
+    q, k, v = (
+        torch.randn(2, 2, 6, 4, dtype=F64),
+        torch.randn(2, 2, 9, 4, dtype=F64),
+        torch.randn(2, 2, 9, 3, dtype=F64),
+    )
+    valid_lens = torch.tensor([[0, 9, 4, 2, 7, 1], [3, 3, 0, 8, 9, 5]])
+    weights = masked_softmax(
+        (q @ k.transpose(2, 3) / 2).reshape(4, 6, 9),
+        valid_lens.repeat_interleave(2, dim=0),
+        causal=True,
+    )
+    explicit = weights.reshape(2, 2, 6, 9) @ v
+    ours = blockwise_attention(q, k, v, 4, causal=True, valid_lens=valid_lens)
+    assert (ours - explicit).abs().max() <= 1e-12
+
+
+def test_blockwise_rows_with_nothing_valid_are_zero_and_finite_even_in_half():
+    q = torch.full(
+        (1, 1, 3, 4), 120.0, dtype=torch.float16
+    )  # scores near the float16 maximum
+    k = torch.full((1, 1, 5, 4), 120.0, dtype=torch.float16)
+    v = torch.ones(1, 1, 5, 2, dtype=torch.float16)
+    out = blockwise_attention(q, k, v, 2, valid_lens=torch.tensor([[0, 3, 0]]))
+    assert torch.isfinite(out).all()
+    assert torch.equal(out[0, 0, 0], torch.zeros(2, dtype=torch.float16))
+    assert torch.equal(out[0, 0, 1], torch.ones(2, dtype=torch.float16))
+
+
+class _LargestTensor(TorchFunctionMode):
+    """Records the largest number of elements of any tensor a torch function returns."""
+
+    def __init__(self):
+        super().__init__()
+        self.largest = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        for item in result if isinstance(result, (tuple, list)) else (result,):
+            if isinstance(item, torch.Tensor):
+                self.largest = max(self.largest, item.numel())
+        return result
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_blockwise_never_builds_more_than_a_block_of_scores(causal):
+    """Every intermediate has at most B*H*Q*max(block_size, d_v) elements; explicit attention has B*H*Q*K."""
+    batch, heads, queries, keys, width, block_size = 2, 2, 64, 256, 8, 16
+    q, k = (
+        torch.randn(batch, heads, queries, width),
+        torch.randn(batch, heads, keys, width),
+    )
+    v = torch.randn(batch, heads, keys, width)
+    with _LargestTensor() as blockwise:
+        blockwise_attention(
+            q,
+            k,
+            v,
+            block_size,
+            causal=causal,
+            valid_lens=torch.tensor([200, 256]),
+        )
+    with _LargestTensor() as explicit:
+        torch.softmax(q @ k.transpose(2, 3), dim=-1) @ v
+    assert blockwise.largest <= batch * heads * queries * max(
+        block_size, width
+    )
+    assert (
+        explicit.largest == batch * heads * queries * keys
+    )  # the mode does see the big matrix
+
+
+def test_blockwise_gradcheck():
+    torch.manual_seed(0)
+    q = torch.randn(2, 2, 4, 3, dtype=F64, requires_grad=True)
+    k = torch.randn(2, 2, 7, 3, dtype=F64, requires_grad=True)
+    v = torch.randn(2, 2, 7, 2, dtype=F64, requires_grad=True)
+    lens = torch.tensor([[7, 0, 3, 5], [1, 2, 6, 4]])
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: blockwise_attention(q, k, v, 3, True, lens), (q, k, v)
+    )
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: blockwise_attention(q, k, v, 2), (q, k, v)
+    )
+
+
+def test_blockwise_forward_and_backward_on_device(device):
+    q = torch.randn(2, 2, 4, 3, device=device, requires_grad=True)
+    kv = torch.randn(2, 2, 6, 3, device=device, requires_grad=True)
+    out = blockwise_attention(
+        q,
+        kv,
+        kv,
+        4,
+        causal=True,
+        valid_lens=torch.tensor([6, 2], device=device),
+    )
+    assert out.shape == (2, 2, 4, 3) and out.device.type == device.type
+    out.sum().backward()
+    assert q.grad.shape == q.shape
+
+
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (
+            lambda q, k, v: blockwise_attention(q.numpy(), k, v, 2),
+            TypeError,
+            "queries",
+        ),
+        (
+            lambda q, k, v: blockwise_attention(q[0], k, v, 2),
+            ValueError,
+            "queries",
+        ),
+        (
+            lambda q, k, v: blockwise_attention(q, k[..., :2], v, 2),
+            ValueError,
+            "keys",
+        ),
+        (
+            lambda q, k, v: blockwise_attention(q, k[:1], v, 2),
+            ValueError,
+            "keys",
+        ),
+        (
+            lambda q, k, v: blockwise_attention(q, k, v[:, :, :3], 2),
+            ValueError,
+            "values",
+        ),
+        (
+            lambda q, k, v: blockwise_attention(q, k, v, 0),
+            ValueError,
+            "block_size",
+        ),
+        (
+            lambda q, k, v: blockwise_attention(q, k, v, 2.0),
+            TypeError,
+            "block_size",
+        ),
+        (
+            lambda q, k, v: blockwise_attention(
+                q, k[:, :, :3], v[:, :, :3], 2, causal=True
+            ),
+            ValueError,
+            "K >= Q",
+        ),
+        (
+            lambda q, k, v: blockwise_attention(
+                q, k, v, 2, valid_lens=torch.tensor([1.0, 2.0])
+            ),
+            TypeError,
+            "valid_lens",
+        ),
+        (
+            lambda q, k, v: blockwise_attention(
+                q, k, v, 2, valid_lens=torch.tensor([1, 2, 3])
+            ),
+            ValueError,
+            "valid_lens",
+        ),
+        (
+            lambda q, k, v: blockwise_attention(
+                q, k, v, 2, valid_lens=torch.tensor([1, 7])
+            ),
+            ValueError,
+            "valid_lens",
+        ),
+        (
+            lambda q, k, v: blockwise_attention(
+                q, k, v, 2, valid_lens=torch.tensor([-1, 2])
+            ),
+            ValueError,
+            "valid_lens",
+        ),
+        (
+            lambda q, k, v: blockwise_attention(q, k, v, 2, valid_lens=[1, 2]),
+            TypeError,
+            "valid_lens",
+        ),
+    ],
+)
+def test_blockwise_refuses_bad_input(call, error, match):
+    q, k, v = (
+        torch.randn(2, 2, 4, 3),
+        torch.randn(2, 2, 6, 3),
+        torch.randn(2, 2, 6, 5),
+    )
+    with pytest.raises(error, match=match):
+        call(q, k, v)
+
+
+# ----------------------------------------------------------------------------- grouped-query attention
+
+
+def _split(X, heads):
+    batch, steps, width = X.shape
+    return X.view(batch, steps, heads, width // heads).transpose(
+        1, 2
+    )  # (B, heads, T, d)
+
+
+@pytest.mark.parametrize("num_kv_heads", [1, 2, 4, 8])
+@pytest.mark.parametrize("causal", [False, True])
+def test_gqa_matches_sdpa_enable_gqa(num_kv_heads, causal):
+    torch.manual_seed(num_kv_heads)
+    gqa = GroupedQueryAttention(
+        32, 8, bias=True, num_kv_heads=num_kv_heads, key_size=5, value_size=6
+    ).double()
+    queries = torch.randn(3, 7, 32, dtype=F64)
+    keys, values = (
+        torch.randn(3, 9, 5, dtype=F64),
+        torch.randn(3, 9, 6, dtype=F64),
+    )
+    valid_lens = torch.tensor(
+        [9, 4, 3]
+    )  # every query keeps a valid key, so SDPA has no NaN row
+    ours = gqa(queries, keys, values, valid_lens, causal=causal)
+    mask = _mask(valid_lens, 3, 7, 9, causal)[:, None]
+    heads = F.scaled_dot_product_attention(
+        _split(gqa.W_q(queries), 8),
+        _split(gqa.W_k(keys), num_kv_heads),
+        _split(gqa.W_v(values), num_kv_heads),
+        attn_mask=mask,
+        enable_gqa=True,
+    )  # (B, H, Q, d)
+    theirs = gqa.W_o(heads.transpose(1, 2).reshape(3, 7, 32))
+    assert ours.shape == (3, 7, 32)
+    assert (ours - theirs).abs().max() <= 1e-12
+    assert gqa.attention_weights.shape == (3, 8, 7, 9)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_gqa_with_as_many_kv_heads_is_the_courses_multihead_attention(causal):
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(24, 4, bias=True).eval()
+    gqa = GroupedQueryAttention(24, 4, bias=True, num_kv_heads=4).eval()
+    gqa.load_state_dict(mha.state_dict())  # same parameter names and shapes
+    queries, keys = torch.randn(2, 5, 24), torch.randn(2, 6, 24)
+    valid_lens = torch.tensor([[6, 0, 2, 5, 1], [3, 3, 6, 4, 2]])
+    ours = gqa(queries, keys, keys, valid_lens, causal=causal)
+    theirs = mha(queries, keys, keys, valid_lens, causal=causal)
+    assert (ours - theirs).abs().max() <= 1e-6
+    assert (gqa.attention_weights - mha.attention_weights).abs().max() <= 1e-6
+
+
+def test_gqa_kv_cache_shrinks_by_heads_over_kv_heads():
+    batch, steps, width, heads = 2, 11, 64, 8
+    keys = torch.randn(batch, steps, width)
+    full = GroupedQueryAttention(width, heads).kv_cache_numel(batch, steps)
+    assert (
+        full == 2 * batch * steps * width
+    )  # multi-head attention caches K and V of width D
+    for num_kv_heads in (8, 4, 2, 1):
+        gqa = GroupedQueryAttention(width, heads, num_kv_heads=num_kv_heads)
+        cached_keys, cached_values = gqa.cache(keys, keys)
+        assert cached_keys.shape == (
+            batch,
+            num_kv_heads,
+            steps,
+            width // heads,
+        )
+        assert (
+            cached_keys.numel() + cached_values.numel()
+            == gqa.kv_cache_numel(batch, steps)
+        )
+        assert full / gqa.kv_cache_numel(batch, steps) == heads / num_kv_heads
+        assert gqa.W_k.weight.numel() == width * width * num_kv_heads // heads
+
+
+@pytest.mark.parametrize("num_kv_heads", [1, 2])
+def test_gqa_step_by_step_with_a_cache_equals_one_causal_call(num_kv_heads):
+    torch.manual_seed(1)
+    gqa = GroupedQueryAttention(16, 4, num_kv_heads=num_kv_heads).double()
+    X = torch.randn(2, 6, 16, dtype=F64)
+    whole = gqa(X, X, X, causal=True)
+    cached_keys, cached_values = gqa.cache(X, X)
+    steps = [
+        gqa.attend_cached(
+            X[:, t : t + 1],
+            cached_keys[:, :, : t + 1],
+            cached_values[:, :, : t + 1],
+            causal=True,
+        )
+        for t in range(6)
+    ]
+    assert (torch.cat(steps, dim=1) - whole).abs().max() <= 1e-12
+
+
+def test_gqa_masked_query_is_finite():
+    gqa = GroupedQueryAttention(8, 4, num_kv_heads=2)
+    X = torch.randn(2, 3, 8)
+    out = gqa(X, X, X, torch.tensor([[0, 1, 3], [2, 0, 0]]))
+    assert torch.isfinite(out).all()
+    assert torch.equal(gqa.attention_weights[0, :, 0], torch.zeros(4, 3))
+
+
+def test_gqa_gradcheck():
+    torch.manual_seed(0)
+    gqa = GroupedQueryAttention(8, 4, num_kv_heads=2, bias=True).double()
+    q = torch.randn(2, 3, 8, dtype=F64, requires_grad=True)
+    k = torch.randn(2, 5, 8, dtype=F64, requires_grad=True)
+    v = torch.randn(2, 5, 8, dtype=F64, requires_grad=True)
+    lens = torch.tensor([5, 2])
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: gqa(q, k, v, lens, causal=True), (q, k, v)
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"num_hiddens": 10, "num_heads": 4}, ValueError, "num_hiddens"),
+        (
+            {"num_hiddens": 16, "num_heads": 4, "num_kv_heads": 3},
+            ValueError,
+            "num_kv_heads",
+        ),
+        (
+            {"num_hiddens": 16, "num_heads": 4, "num_kv_heads": 0},
+            ValueError,
+            "num_kv_heads",
+        ),
+        (
+            {"num_hiddens": 16, "num_heads": 4, "num_kv_heads": 2.0},
+            TypeError,
+            "num_kv_heads",
+        ),
+        ({"num_hiddens": 16, "num_heads": 0}, ValueError, "num_heads"),
+    ],
+)
+def test_gqa_refuses_bad_sizes(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        GroupedQueryAttention(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda m, X: m(X.tolist(), X, X), TypeError, "queries"),
+        (lambda m, X: m(X[..., :4], X, X), ValueError, "queries"),
+        (lambda m, X: m(X, X[0], X), ValueError, "keys"),
+        (lambda m, X: m(X, X[:1], X[:1]), ValueError, "keys"),
+        (lambda m, X: m(X, X, X[:, :2]), ValueError, "values"),
+        (
+            lambda m, X: m(X, X, X, torch.tensor([1, 4])),
+            ValueError,
+            "valid_lens",
+        ),
+        (
+            lambda m, X: m(X, X, X, torch.tensor([[1, 2]])),
+            ValueError,
+            "valid_lens",
+        ),
+        (
+            lambda m, X: m(X, X[:, :2], X[:, :2], causal=True),
+            ValueError,
+            "K >= Q",
+        ),
+    ],
+)
+def test_gqa_refuses_bad_input_before_computing(call, error, match):
+    gqa = GroupedQueryAttention(8, 4, num_kv_heads=2)
+    X = torch.randn(2, 3, 8)
+    with pytest.raises(error, match=match):
+        call(gqa, X)
+    assert gqa.attention_weights is None  # nothing ran
+
+
+def test_scale_is_one_over_sqrt_head_width():
+    """A 1-key-per-block run of a single query against two keys gives softmax(q.k / sqrt(d)) exactly."""
+    q = torch.tensor([[[[2.0, 0.0, 0.0, 0.0]]]], dtype=F64)
+    k = torch.tensor(
+        [[[[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]]], dtype=F64
+    )
+    v = torch.tensor([[[[1.0], [0.0]]]], dtype=F64)
+    expected = math.exp(1.0) / (math.exp(1.0) + 1.0)  # q.k / sqrt(4) = 1
+    assert abs(blockwise_attention(q, k, v, 1).item() - expected) <= 1e-15
+
+
+# ----------------------------------------------------------------------------- rotary positions inside GQA
+
+
+def test_gqa_with_rotary_matches_sdpa_on_rotated_queries_and_keys():
+    torch.manual_seed(3)
+    gqa = GroupedQueryAttention(32, 8, num_kv_heads=2, rotary=True).double()
+    X = torch.randn(3, 7, 32, dtype=F64)
+    rope = RotaryEmbedding(4)
+    queries = rope(_split(gqa.W_q(X), 8))
+    keys, values = rope(_split(gqa.W_k(X), 2)), _split(gqa.W_v(X), 2)
+    heads = F.scaled_dot_product_attention(
+        queries, keys, values, is_causal=True, enable_gqa=True
+    )
+    expected = gqa.W_o(heads.transpose(1, 2).reshape(3, 7, 32))
+    assert (gqa(X, X, X, causal=True) - expected).abs().max() <= 1e-12
+    plain = GroupedQueryAttention(32, 8, num_kv_heads=2).double()
+    plain.load_state_dict(
+        gqa.state_dict()
+    )  # RotaryEmbedding has no parameters
+    assert (
+        plain(X, X, X, causal=True) - expected
+    ).abs().max() > 1e-3  # the rotation does something
+    # A single position is position 0, where the rotation is the identity.
+    assert (
+        plain(X[:, :1], X[:, :1], X[:, :1]) - gqa(X[:, :1], X[:, :1], X[:, :1])
+    ).abs().max() <= 1e-12
+
+
+def test_gqa_with_rotary_step_by_step_with_a_growing_cache_equals_one_causal_call():
+    torch.manual_seed(4)
+    gqa = GroupedQueryAttention(16, 4, num_kv_heads=2, rotary=True).double()
+    X = torch.randn(2, 6, 16, dtype=F64)
+    keys = values = None
+    outputs = []
+    for t in range(6):
+        new_keys, new_values = gqa.cache(
+            X[:, t : t + 1], X[:, t : t + 1], offset=t
+        )
+        keys = new_keys if keys is None else torch.cat([keys, new_keys], dim=2)
+        values = (
+            new_values
+            if values is None
+            else torch.cat([values, new_values], dim=2)
+        )
+        outputs.append(
+            gqa.attend_cached(X[:, t : t + 1], keys, values, causal=True)
+        )
+    assert (
+        torch.cat(outputs, dim=1) - gqa(X, X, X, causal=True)
+    ).abs().max() <= 1e-12
+
+
+def test_gqa_with_rotary_forward_and_backward_on_device(device):
+    gqa = GroupedQueryAttention(8, 4, num_kv_heads=2, rotary=True).to(device)
+    X = torch.randn(2, 5, 8, device=device, requires_grad=True)
+    out = gqa(X, X, X, torch.tensor([5, 2], device=device), causal=True)
+    assert out.shape == (2, 5, 8) and out.device.type == device.type
+    out.sum().backward()
