@@ -33,6 +33,11 @@ Module                     What it holds (chapter)
 ``efficient_attention``    blockwise and grouped-query attention
 ``modern_block``           RMSNorm, SwiGLU, pre-norm blocks
 ``memory``                 measuring the memory a computation allocates
+``bert``                   BERT's encoder, heads and input masking
+``bert_data``              BERT's inputs: vocabulary, segments, labels
+``pretrain``               pretraining BERT and fine-tuning it
+``gpt``                    a decoder-only Transformer, sampling, its cache
+``lm_translation``         translation as language modelling with a GPT
 ``plotting``               heatmaps and line plots
 =========================  =================================================
 

@@ -10,6 +10,7 @@ code, the same for a given seed on every machine.
 
 from __future__ import annotations
 
+import collections
 import functools
 import random
 from collections.abc import Sequence
@@ -258,4 +259,84 @@ def _generate_corpus(
         tuple(pairs[:num_train]),
         tuple(pairs[num_train : num_train + num_val]),
         tuple(pairs[num_train + num_val :]),
+    )
+
+
+# -- The meaning behind each sentence, as labels (chapter "Pretraining an encoder: BERT") ------
+
+
+@functools.lru_cache(maxsize=4)
+def english_sentence_labels(
+    seed: int = 0, num_pairs: int = 8000
+) -> tuple[tuple[tuple[str, str, str], ...], ...]:
+    """Tense and mood of every English sentence of ``english_french_corpus(seed, num_pairs)``.
+
+    The corpus keeps only the sentences, not the meanings drawn to write them. This replays the
+    same stream of meanings (``random.Random(seed)``, the same grammar) and writes each in English
+    until every pair of the corpus is found; a pair's labels are those of the first meaning that
+    wrote it, as the corpus keeps the first. An English sentence that two pairs share ("i read
+    the book": present or past) is told apart by writing its meanings in French too.
+
+    Args:
+        seed, num_pairs: as in :func:`english_french_corpus`.
+    Returns:
+        (train, validation, test), aligned with that corpus' splits: tuples of
+        ``(english, tense, mood)`` with tense in {"present", "past", "future"} and mood in
+        {"statement", "negation", "question"}.
+    Raises:
+        ValueError: as :func:`english_french_corpus`.
+    """
+    splits = english_french_corpus(seed, num_pairs)
+    counts = collections.Counter(
+        english for split in splits for english, _ in split
+    )
+    # A sentence no other pair shares is its own key; a shared one is keyed with its French.
+    wanted = {
+        english if counts[english] == 1 else (english, french)
+        for split in splits
+        for english, french in split
+    }
+    rng, labels, seen = random.Random(seed), {}, set()
+    while not wanted <= labels.keys():
+        clauses = []
+        for _ in range(20_000):
+            if len(clauses) == 1000:
+                break
+            clause = sample_clause(rng)
+            if clause not in seen:
+                seen.add(clause)
+                clauses.append(clause)
+        if not clauses:  # cannot happen for pairs the same stream wrote; guards against a hang
+            raise RuntimeError(
+                f"the meanings of seed={seed} ran out before every pair was found"
+            )
+        english = _realize_all(clauses, "en")
+        shared = [
+            i for i, sentence in enumerate(english) if counts[sentence] > 1
+        ]
+        french = dict(
+            zip(shared, _realize_all([clauses[i] for i in shared], "fr"))
+        )
+        for i, (clause, sentence) in enumerate(zip(clauses, english)):
+            key = (sentence, french[i]) if i in french else sentence
+            if key in wanted and key not in labels:
+                mood = (
+                    "negation"
+                    if clause.negated
+                    else "question"
+                    if clause.question
+                    else "statement"
+                )
+                labels[key] = (clause.tense, mood)
+    return tuple(
+        tuple(
+            (
+                english,
+                *labels[
+                    english if counts[english] == 1 else (english, french)
+                ],
+            )
+            for english, french in split
+        )
+        for split in splits
     )

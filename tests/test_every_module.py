@@ -18,8 +18,10 @@ from torch import nn
 import course_pkg
 from course_pkg import (
     attention,
+    bert,
     efficient_attention,
     encoder_decoder,
+    gpt,
     kernel_regression,
     modern_block,
     positional,
@@ -92,6 +94,17 @@ def _transformer_decoder(device):
     decoder = transformer.TransformerDecoder(13, 8, 16, 2, 2, 0.1).to(device)
     state = decoder.init_state(_x(device, 2, 4, 8), _lens(device, 4, 1))
     return decoder(_tokens(device, vocab=13), state)[0]
+
+
+def _bert_inputs(device):
+    return _tokens(device), _tokens(device, vocab=2), _lens(device, 5, 2)
+
+
+def _gpt_block(device):
+    block = gpt.GPTBlock(8, 16, 2, 0.1).to(device)
+    # a decoding step: 3 new positions after a cache of 4
+    past = block.attention.cache(_x(device, 2, 4, 8), _x(device, 2, 4, 8))
+    return block(_x(device, 2, 3, 8), past, need_weights=False)[0]
 
 
 FORWARDS = {
@@ -180,6 +193,24 @@ FORWARDS = {
             8, 16, 4, 0.1, norm="rms", ffn="swiglu", num_kv_heads=2
         ).to(d)(_x(d, 2, 5, 8), _lens(d, 5, 2))
     ),
+    bert.BERTEncoder: lambda d: bert.BERTEncoder(
+        11, 8, 16, 2, 2, 0.1, max_len=7
+    ).to(d)(*_bert_inputs(d)),
+    bert.MaskLM: lambda d: bert.MaskLM(11, 8).to(d)(_x(d, 2, 5, 8)),
+    bert.CLSClassifier: lambda d: bert.CLSClassifier(8, 3).to(d)(
+        _x(d, 2, 5, 8)
+    ),
+    bert.BERTModel: lambda d: sum(
+        out.float().sum()
+        for out in bert.BERTModel(11, 8, 16, 2, 2, 0.1, max_len=7).to(d)(
+            *_bert_inputs(d)
+        )
+    ),
+    bert.BERTClassifier: lambda d: bert.BERTClassifier(
+        bert.BERTEncoder(11, 8, 16, 2, 2, 0.1, max_len=7), 3, pooling="mean"
+    ).to(d)(*_bert_inputs(d)),
+    gpt.GPT: lambda d: gpt.GPT(11, 8, 16, 2, 2, 0.1).to(d)(_tokens(d)),
+    gpt.GPTBlock: _gpt_block,
 }
 
 

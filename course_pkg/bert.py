@@ -1,0 +1,399 @@
+"""BERT: a Transformer encoder pretrained by masked language modelling.
+
+Chapter: "Pretraining an encoder: BERT" (Devlin et al., 2019). The encoder
+reuses the post-norm :class:`~course_pkg.transformer.TransformerEncoderBlock`
+of "The Transformer"; what is new is the input (token, segment and learned
+position embeddings, summed), the two pretraining heads and the masking of
+the inputs. Names and arguments follow d2l, without its lazy layers.
+
+An input holds one or two segments: ``<cls> A <sep>`` or
+``<cls> A <sep> B <sep>``; ``segments`` is 0 on the first part, 1 on B.
+Shape letters: ``B`` batch, ``T`` sequence length, ``D`` model width
+(``num_hiddens``), ``H`` heads, ``V`` vocabulary size, ``C`` classes.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from course_pkg.transformer_blocks import TransformerEncoderBlock
+
+# The label of unselected positions (cross_entropy's default ignore_index).
+IGNORE_INDEX = -100
+
+# ------------------------------------------------------------ input checks
+
+
+def _not_integer(tensor: torch.Tensor) -> bool:
+    dtype = tensor.dtype
+    return dtype.is_floating_point or dtype.is_complex or dtype == torch.bool
+
+
+def _check_ids(name: str, X: torch.Tensor, high: int) -> None:
+    if not isinstance(X, torch.Tensor):
+        raise TypeError(
+            f"{name} must be a torch.Tensor of shape (B, T), "
+            f"got {type(X).__name__}"
+        )
+    if _not_integer(X):
+        raise TypeError(f"{name} must hold integer ids, got dtype {X.dtype}")
+    if X.dim() != 2:
+        raise ValueError(
+            f"{name} must have shape (B, T), got {tuple(X.shape)}"
+        )
+    # Values are read on the CPU only: elsewhere reading forces a sync.
+    if X.device.type == "cpu" and X.numel() > 0:
+        low_seen, high_seen = int(X.min()), int(X.max())
+        if low_seen < 0 or high_seen >= high:
+            raise ValueError(
+                f"{name} must hold ids in [0, {high}), "
+                f"got [{low_seen}, {high_seen}]"
+            )
+
+
+def _check_lens(valid_lens: torch.Tensor | None, shape: torch.Size) -> None:
+    if valid_lens is None:
+        return
+    batch_size, num_steps = shape
+    if not isinstance(valid_lens, torch.Tensor):
+        raise TypeError(
+            f"valid_lens must be a torch.Tensor of shape (B,)=({batch_size},)"
+            f", got {type(valid_lens).__name__}"
+        )
+    if _not_integer(valid_lens):
+        raise TypeError(
+            f"valid_lens must hold integers, got dtype {valid_lens.dtype}"
+        )
+    if tuple(valid_lens.shape) != (batch_size,):
+        raise ValueError(
+            f"valid_lens must have shape (B,)=({batch_size},), "
+            f"got {tuple(valid_lens.shape)}"
+        )
+    if valid_lens.device.type == "cpu" and valid_lens.numel() > 0:
+        low, high = int(valid_lens.min()), int(valid_lens.max())
+        if low < 0 or high > num_steps:
+            raise ValueError(
+                f"valid_lens must lie in [0, T={num_steps}], "
+                f"got [{low}, {high}]"
+            )
+
+
+def _check_int(name: str, value: int, low: int, high: int | None) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < low or (high is not None and value >= high):
+        upper = "" if high is None else f" and < {high}"
+        raise ValueError(f"{name} must be >= {low}{upper}, got {value}")
+
+
+# ----------------------------------------------------------------- masking
+
+
+def mask_tokens(
+    tokens: torch.Tensor,
+    valid_lens: torch.Tensor,
+    mask_id: int,
+    vocab_size: int,
+    num_special: int,
+    mask_prob: float = 0.15,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Corrupt a batch for masked language modelling, as BERT does.
+
+    Each position before its row's valid length whose token is not special
+    (ids ``0 .. num_special - 1`` are) is selected with probability
+    mask_prob. A selected token becomes ``mask_id`` with probability 0.8, a
+    uniformly drawn non-special token with probability 0.1, and stays as it
+    is with probability 0.1. The same random numbers are drawn whatever the
+    outcome, so a seeded generator gives the same result every time.
+
+    Args:
+        tokens: (B, T) integer ids in [0, vocab_size).
+        valid_lens: (B,) number of real tokens per row; positions from there
+            on (padding) are never selected.
+        mask_id: the id of ``<mask>``, a special id (< num_special).
+        vocab_size: V. num_special: the ids below it are special, >= 1.
+        mask_prob: selection probability, in [0, 1].
+        generator: a ``torch.Generator`` on tokens' device, or None.
+    Returns:
+        (inputs, labels), both (B, T) and of tokens' dtype and device:
+        inputs is the corrupted batch; labels holds the original token at
+        selected positions and -100 (``IGNORE_INDEX``) everywhere else.
+    Raises:
+        TypeError/ValueError: naming the argument, on a wrong type, shape or
+            value (e.g. num_special >= vocab_size, mask_prob outside [0, 1]).
+    """
+    _check_int("vocab_size", vocab_size, 2, None)
+    _check_int("num_special", num_special, 1, vocab_size)
+    _check_int("mask_id", mask_id, 0, num_special)
+    _check_ids("tokens", tokens, vocab_size)
+    if valid_lens is None:
+        raise TypeError("valid_lens must be a torch.Tensor of shape (B,)")
+    _check_lens(valid_lens, tokens.shape)
+    if not isinstance(mask_prob, (int, float)) or isinstance(mask_prob, bool):
+        raise TypeError(f"mask_prob must be a float, got {mask_prob!r}")
+    if not 0.0 <= mask_prob <= 1.0:
+        raise ValueError(f"mask_prob must lie in [0, 1], got {mask_prob}")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(
+            "generator must be a torch.Generator or None, "
+            f"got {type(generator).__name__}"
+        )
+    shape, device = tokens.shape, tokens.device
+    selector = torch.rand(shape, generator=generator, device=device)
+    action = torch.rand(shape, generator=generator, device=device)
+    random_ids = torch.randint(
+        num_special, vocab_size, shape, generator=generator, device=device
+    ).to(tokens.dtype)
+    positions = torch.arange(shape[1], device=device)
+    real = positions[None, :] < valid_lens[:, None]  # (B, T)
+    selected = real & (tokens >= num_special) & (selector < mask_prob)
+    masked = selected & (action < 0.8)
+    swapped = selected & (action >= 0.8) & (action < 0.9)
+    inputs = torch.where(masked, torch.full_like(tokens, mask_id), tokens)
+    inputs = torch.where(swapped, random_ids, inputs)
+    labels = torch.where(
+        selected, tokens, torch.full_like(tokens, IGNORE_INDEX)
+    )
+    return inputs, labels
+
+
+# ----------------------------------------------------------------- encoder
+
+
+class BERTEncoder(nn.Module):
+    """Token + segment + learned position embeddings, then num_blks blocks.
+
+    Args:
+        vocab_size: V. num_hiddens: D. ffn_num_hiddens: FFN width.
+        num_heads: H. num_blks: number of encoder blocks.
+        dropout: on the embedding sum and inside every block.
+        max_len: the number of positions with an embedding (longest T).
+    Attributes:
+        token_embedding, segment_embedding: ``nn.Embedding(V, D)`` and
+            ``nn.Embedding(2, D)``.
+        pos_embedding: (1, max_len, D) parameter, one row per position.
+        blks: the :class:`TransformerEncoderBlock` s (biases on, as in BERT).
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_hiddens: int,
+        ffn_num_hiddens: int,
+        num_heads: int,
+        num_blks: int,
+        dropout: float,
+        max_len: int = 1000,
+    ):
+        super().__init__()
+        self.vocab_size, self.num_hiddens = vocab_size, num_hiddens
+        self.max_len = max_len
+        self.token_embedding = nn.Embedding(vocab_size, num_hiddens)
+        self.segment_embedding = nn.Embedding(2, num_hiddens)
+        self.pos_embedding = nn.Parameter(torch.randn(1, max_len, num_hiddens))
+        self.dropout = nn.Dropout(dropout)
+        self.blks = nn.ModuleList(
+            TransformerEncoderBlock(
+                num_hiddens, ffn_num_hiddens, num_heads, dropout, True
+            )
+            for _ in range(num_blks)
+        )
+
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        segments: torch.Tensor,
+        valid_lens: torch.Tensor | None = None,
+        *,
+        need_weights: bool = False,
+    ) -> torch.Tensor:
+        """Contextual vectors of every position.
+
+        Args:
+            tokens: (B, T) ids in [0, V). segments: (B, T) ids in {0, 1}.
+            valid_lens: None or (B,) numbers of real tokens; padded keys are
+                masked, so padded tokens never change a real position.
+            need_weights: keep each block's attention weights (explicit
+                path) or not (fused path, the default, faster).
+        Returns:
+            (B, T, D).
+        Raises:
+            TypeError/ValueError: naming the argument, on a wrong dtype or
+                shape, ids out of range or T > max_len.
+        """
+        _check_ids("tokens", tokens, self.vocab_size)
+        _check_ids("segments", segments, 2)
+        if segments.shape != tokens.shape:
+            raise ValueError(
+                "segments must have the shape of tokens, "
+                f"{tuple(tokens.shape)}, got {tuple(segments.shape)}"
+            )
+        _check_lens(valid_lens, tokens.shape)
+        if tokens.shape[1] > self.max_len:
+            raise ValueError(
+                f"tokens must have T <= max_len={self.max_len}, "
+                f"got T={tokens.shape[1]}"
+            )
+        X = self.token_embedding(tokens) + self.segment_embedding(segments)
+        X = self.dropout(X + self.pos_embedding[:, : tokens.shape[1]])
+        for blk in self.blks:
+            X = blk(X, valid_lens, need_weights=need_weights)  # (B, T, D)
+        return X
+
+
+# ------------------------------------------------------------------- heads
+
+
+def _check_outputs(X: torch.Tensor, num_hiddens: int, min_len: int) -> None:
+    if X.dim() != 3 or X.shape[1] < min_len or X.shape[-1] != num_hiddens:
+        raise ValueError(
+            f"X must have shape (B, T >= {min_len}, {num_hiddens}), "
+            f"got {tuple(X.shape)}"
+        )
+
+
+class MaskLM(nn.Module):
+    """The masked-language-model head: an MLP from D to V scores.
+
+    Args:
+        vocab_size: V. num_hiddens: D.
+    """
+
+    def __init__(self, vocab_size: int, num_hiddens: int):
+        super().__init__()
+        self.num_hiddens = num_hiddens
+        self.mlp = nn.Sequential(
+            nn.Linear(num_hiddens, num_hiddens),
+            nn.ReLU(),
+            nn.LayerNorm(num_hiddens),
+            nn.Linear(num_hiddens, vocab_size),
+        )
+
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        """X (B, T, D) encoder outputs -> (B, T, V) scores at every position.
+
+        Callers may pass only the positions a loss reads, as (1, n, D).
+        Raises ValueError if X is not (B, T, D).
+        """
+        _check_outputs(X, self.num_hiddens, 0)
+        return self.mlp(X)
+
+
+class CLSClassifier(nn.Module):
+    """A classifier of the whole input, read from the <cls> position:
+    ``Linear -> tanh -> Linear`` on the vector at position 0, as BERT's
+    next-sentence head and its fine-tuning classifiers do.
+
+    Args:
+        num_hiddens: D. num_classes: C.
+    """
+
+    def __init__(self, num_hiddens: int, num_classes: int):
+        super().__init__()
+        self.num_hiddens = num_hiddens
+        self.hidden = nn.Sequential(
+            nn.Linear(num_hiddens, num_hiddens), nn.Tanh()
+        )
+        self.output = nn.Linear(num_hiddens, num_classes)
+
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        """X (B, T, D) encoder outputs -> (B, C) scores from X[:, 0].
+
+        Raises ValueError if X is not (B, T, D) with T >= 1.
+        """
+        _check_outputs(X, self.num_hiddens, 1)
+        return self.output(self.hidden(X[:, 0]))
+
+
+class BERTModel(nn.Module):
+    """The encoder with its two pretraining heads: MLM and the pair task.
+
+    Args:
+        as :class:`BERTEncoder`.
+    Attributes:
+        encoder: the :class:`BERTEncoder`. mlm: a :class:`MaskLM`.
+        pair: a two-class :class:`CLSClassifier` ("is segment B the
+            translation of segment A?").
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_hiddens: int,
+        ffn_num_hiddens: int,
+        num_heads: int,
+        num_blks: int,
+        dropout: float,
+        max_len: int = 1000,
+    ):
+        super().__init__()
+        sizes = (num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout)
+        self.encoder = BERTEncoder(vocab_size, *sizes, max_len)
+        self.mlm = MaskLM(vocab_size, num_hiddens)
+        self.pair = CLSClassifier(num_hiddens, 2)
+
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        segments: torch.Tensor,
+        valid_lens: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Encode, then score every position and the pair.
+
+        Args:
+            tokens, segments: (B, T). valid_lens: None or (B,).
+        Returns:
+            (encoded (B, T, D), mlm_scores (B, T, V), pair_scores (B, 2)).
+        """
+        encoded = self.encoder(tokens, segments, valid_lens)
+        return encoded, self.mlm(encoded), self.pair(encoded)
+
+
+class BERTClassifier(nn.Module):
+    """An encoder (pretrained or not) with a fresh classifier of the input.
+
+    Args:
+        encoder: a :class:`BERTEncoder`; it is used (and fine-tuned) in
+            place, so pass a copy to keep the original.
+        num_classes: C.
+        pooling: ``"cls"`` reads the vector at <cls> (BERT's choice);
+            ``"mean"`` averages the vectors of the valid positions, which an
+            encoder pretrained without a sentence-level task has trained.
+    Raises:
+        TypeError/ValueError: on another encoder type or pooling.
+    """
+
+    def __init__(
+        self, encoder: BERTEncoder, num_classes: int, pooling: str = "cls"
+    ):
+        super().__init__()
+        if not isinstance(encoder, BERTEncoder):
+            raise TypeError(
+                f"encoder must be a BERTEncoder, got {type(encoder).__name__}"
+            )
+        if pooling not in ("cls", "mean"):
+            raise ValueError(
+                f"pooling must be 'cls' or 'mean', got {pooling!r}"
+            )
+        self.encoder, self.pooling = encoder, pooling
+        self.classifier = CLSClassifier(encoder.num_hiddens, num_classes)
+
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        segments: torch.Tensor,
+        valid_lens: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """tokens, segments (B, T), valid_lens None or (B,) -> (B, C)."""
+        encoded = self.encoder(tokens, segments, valid_lens)  # (B, T, D)
+        if self.pooling == "mean":
+            positions = torch.arange(tokens.shape[1], device=tokens.device)
+            if valid_lens is None:
+                valid_lens = torch.full_like(tokens[:, 0], tokens.shape[1])
+            real = (positions[None] < valid_lens[:, None]).to(encoded.dtype)
+            total = (encoded * real[..., None]).sum(dim=1, keepdim=True)
+            # (B, 1, D); clamp: an empty row gives zeros, not NaN
+            encoded = total / real.sum(dim=1).clamp(min=1)[:, None, None]
+        return self.classifier(encoded)

@@ -1,0 +1,166 @@
+"""BERT's inputs from the course's corpus: vocabulary, segments, labels.
+
+Chapter: "Pretraining an encoder: BERT". One vocabulary for both languages
+with ``<cls>``, ``<sep>`` and ``<mask>`` (:func:`bert_vocab`), single
+sentences ``<cls> A <sep>`` (:func:`encode_sentences`), pairs
+``<cls> A <sep> B <sep>`` (:func:`add_second_segment`), the pair task "is B
+the translation of A?" (:func:`translation_pairs`) and the tense labels of
+the fine-tuning task (:func:`tense_dataset`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from course_pkg.data import RESERVED_TOKENS, Vocab, tokenize
+
+BERT_TOKENS = ("<cls>", "<sep>", "<mask>")
+# Ids below this are special: <pad> <bos> <eos> <unk> <cls> <sep> <mask>.
+NUM_SPECIAL = len(RESERVED_TOKENS) + len(BERT_TOKENS)
+
+# ------------------------------------------------------------------ inputs
+
+
+def bert_vocab(sentences: Sequence[str]) -> Vocab:
+    """One vocabulary for every sentence, with BERT's three tokens.
+
+    Args:
+        sentences: strings in the corpus' normal form (both languages).
+    Returns:
+        A :class:`~course_pkg.data.Vocab` whose special ids are
+        ``0 .. 6``: ``<pad> <bos> <eos> <unk> <cls> <sep> <mask>``; so
+        ``num_special = 7``.
+    """
+    return Vocab(
+        [tokenize(sentence) for sentence in sentences],
+        reserved_tokens=list(BERT_TOKENS),
+    )
+
+
+def encode_sentences(
+    vocab: Vocab, sentences: Sequence[str], num_steps: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Single-segment inputs ``<cls> A <sep>``, padded to num_steps.
+
+    Args:
+        vocab: from :func:`bert_vocab`. sentences: N strings.
+        num_steps: T, at least 2 + the longest sentence.
+    Returns:
+        (tokens (N, T), segments (N, T) all 0, valid_lens (N,)), long, on
+        the CPU.
+    Raises:
+        ValueError: if a sentence does not fit in num_steps.
+    """
+    cls_id, sep_id = vocab["<cls>"], vocab["<sep>"]
+    rows, lens = [], []
+    for sentence in sentences:
+        ids = [cls_id] + vocab[tokenize(sentence)] + [sep_id]
+        if len(ids) > num_steps:
+            raise ValueError(
+                f"num_steps={num_steps} is too short for {sentence!r} "
+                f"({len(ids)} ids with <cls> and <sep>)"
+            )
+        lens.append(len(ids))
+        rows.append(ids + [vocab.pad] * (num_steps - len(ids)))
+    tokens = torch.tensor(rows, dtype=torch.long).reshape(-1, num_steps)
+    return tokens, torch.zeros_like(tokens), torch.tensor(lens)
+
+
+def add_second_segment(
+    first: torch.Tensor,
+    first_lens: torch.Tensor,
+    seconds: Sequence[Sequence[int]],
+    sep_id: int,
+    pad_id: int,
+    num_steps: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Append ``B <sep>`` (segment 1) after each row's ``<cls> A <sep>``.
+
+    Args:
+        first: (N, T_A) rows ``<cls> A <sep>`` (masked or not).
+        first_lens: (N,) their lengths.
+        seconds: N lists of ids (segment B without its <sep>).
+        sep_id, pad_id: the ids of <sep> and <pad>. num_steps: T.
+    Returns:
+        (tokens (N, T), segments (N, T), valid_lens (N,)), long, on
+        first's device.
+    Raises:
+        ValueError: if a pair does not fit in num_steps.
+    """
+    rows, segment_rows, lens = [], [], []
+    for row, length, second in zip(
+        first.tolist(), first_lens.tolist(), seconds
+    ):
+        ids = row[:length] + list(second) + [sep_id]
+        if len(ids) > num_steps:
+            raise ValueError(
+                f"num_steps={num_steps} is too short for a pair of "
+                f"{len(ids)} ids"
+            )
+        padding = num_steps - len(ids)
+        rows.append(ids + [pad_id] * padding)
+        segment_rows.append(
+            [0] * length + [1] * (len(second) + 1) + [0] * padding
+        )
+        lens.append(len(ids))
+
+    def as_tensor(values: list) -> torch.Tensor:
+        tensor = torch.tensor(values, dtype=torch.long, device=first.device)
+        return (
+            tensor.reshape(len(values), -1)
+            if values and isinstance(values[0], list)
+            else tensor
+        )
+
+    return as_tensor(rows), as_tensor(segment_rows), as_tensor(lens)
+
+
+def translation_pairs(
+    num_pairs: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Which French sentence goes with each English one in the pair task.
+
+    Half of the time (on average) the true translation, else another
+    sentence drawn uniformly among the others.
+
+    Args:
+        num_pairs: N, the number of (English, French) pairs.
+        generator: a CPU ``torch.Generator``.
+    Returns:
+        (partner (N,), is_translation (N,)): the index of the French sentence
+        paired with English sentence i, and 1 where it is i's translation.
+    Raises:
+        ValueError: if num_pairs < 2.
+    """
+    if num_pairs < 2:
+        raise ValueError(f"num_pairs must be >= 2, got {num_pairs}")
+    is_translation = (torch.rand(num_pairs, generator=generator) < 0.5).long()
+    # A shift in 1 .. N-1 never lands on i, and is uniform over the rest.
+    shift = torch.randint(1, num_pairs, (num_pairs,), generator=generator)
+    own = torch.arange(num_pairs)
+    other = (own + shift) % num_pairs
+    return torch.where(is_translation.bool(), own, other), is_translation
+
+
+TENSES = ("present", "past", "future")
+
+
+def tense_dataset(
+    vocab: Vocab, rows: Sequence[tuple[str, str, str]], num_steps: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Inputs ``<cls> sentence <sep>`` and tense classes (index in TENSES).
+
+    Args:
+        vocab: from :func:`bert_vocab`. rows: ``(english, tense, mood)`` as
+            :func:`~course_pkg.data.english_sentence_labels` gives them.
+        num_steps: T.
+    Returns:
+        (tokens (N, T), segments (N, T), valid_lens (N,), labels (N,)).
+    """
+    tokens, segments, valid_lens = encode_sentences(
+        vocab, [english for english, _, _ in rows], num_steps
+    )
+    labels = torch.tensor([TENSES.index(tense) for _, tense, _ in rows])
+    return tokens, segments, valid_lens, labels

@@ -1,0 +1,395 @@
+"""A decoder-only Transformer (GPT) and sampling from it.
+
+Chapter: "A decoder-only model: GPT". A GPT block is the encoder block of
+:mod:`course_pkg.transformer` with a causal mask: self-attention, where a
+position sees itself and the positions before it, then the position-wise
+FFN, each followed by ``AddNorm`` (post-norm, as in the original GPT). There
+is no encoder and no cross-attention. The model embeds the tokens (times
+sqrt(D)), adds positions, runs its blocks and maps every position to V
+scores for the next token.
+
+Shape letters: ``B`` batch, ``T`` sequence length, ``t`` positions fed in
+one call, ``k`` positions seen so far (cached ones included), ``D`` width
+(``num_hiddens``), ``H`` heads, ``V`` vocabulary size.
+
+The key/value cache. Under the causal mask a position never looks at a later
+one, so its projected keys and values in every block stay the same as the
+sequence grows. A cache is a list, one entry per block, of ``(keys (B, k,
+D), values (B, k, D))``; feeding one new token with the cache costs one
+position per block instead of the whole prefix, and gives the same scores.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from course_pkg.attention import KVCache
+from course_pkg.checks import check_token_ids
+from course_pkg.positional import LearnedPositionalEncoding, PositionalEncoding
+from course_pkg.transformer_blocks import TransformerEncoderBlock
+
+# One KVCache per block, in block order.
+GPTCache = list[KVCache]
+POSITIONAL = ("sinusoidal", "learned", "none")
+
+# ------------------------------------------------------------------ the model
+
+
+class GPTBlock(TransformerEncoderBlock):
+    """An encoder block whose self-attention is causal, with a key/value cache.
+
+    Same arguments and parameters as
+    :class:`course_pkg.transformer.TransformerEncoderBlock`; only
+    :meth:`forward` differs.
+    """
+
+    def forward(
+        self,
+        X: torch.Tensor,
+        cache: KVCache | None = None,
+        *,
+        need_weights: bool = True,
+    ) -> tuple[torch.Tensor, KVCache]:
+        """Run the block on t new positions.
+
+        Args:
+            X: (B, t, D) block inputs at the new positions.
+            cache: None, or the :class:`~course_pkg.attention.KVCache` of the
+                k - t positions before (keys and values (B, k - t, D)).
+            need_weights: explicit attention path (keeps the weights) or
+                fused path.
+        Returns:
+            (B, t, D) outputs and the cache extended by the new positions
+            (keys and values (B, k, D)).
+        """
+        cache = self.attention.cache(X, X, past=cache)  # (B, k, D) each
+        attended = self.attention.attend(
+            X, cache, causal=True, need_weights=need_weights
+        )  # (B, t, D)
+        Y = self.addnorm1(X, attended)
+        return self.addnorm2(Y, self.ffn(Y)), cache
+
+
+class GPT(nn.Module):
+    """Decoder-only Transformer: embedding, positions, causal blocks, scores.
+
+    Args:
+        vocab_size: V. num_hiddens: D. ffn_num_hiddens: FFN width.
+        num_heads: H. num_blks: number of blocks. dropout: everywhere.
+        max_len: longest sequence accepted.
+        positional: "sinusoidal" (the Transformer's table), "learned" (a
+            learned embedding per position, as in GPT) or "none" (no
+            position information at all).
+        use_bias: biases in the attention projections.
+    Attributes:
+        attention_weights: list, per block, of the (B, H, t, k) weights of
+            the last call (None entries after need_weights=False).
+        need_weights: what :meth:`forward` does when not told; set it to
+            False for training (fused attention, faster).
+    Raises:
+        ValueError: on an unknown positional, or num_hiddens not divisible
+            by num_heads.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_hiddens: int,
+        ffn_num_hiddens: int,
+        num_heads: int,
+        num_blks: int,
+        dropout: float,
+        max_len: int = 1000,
+        *,
+        positional: str = "sinusoidal",
+        use_bias: bool = False,
+    ):
+        super().__init__()
+        if positional not in POSITIONAL:
+            raise ValueError(
+                f"positional must be one of {POSITIONAL}, got {positional!r}"
+            )
+        self.vocab_size, self.num_hiddens = vocab_size, num_hiddens
+        self.max_len, self.positional = max_len, positional
+        self.embedding = nn.Embedding(vocab_size, num_hiddens)
+        if positional == "sinusoidal":
+            self.pos_encoding = PositionalEncoding(
+                num_hiddens, dropout, max_len
+            )
+        elif positional == "learned":
+            self.pos_encoding = LearnedPositionalEncoding(
+                num_hiddens, dropout, max_len
+            )
+        else:
+            self.pos_encoding = None
+            self.dropout = nn.Dropout(dropout)
+        self.blks = nn.ModuleList(
+            GPTBlock(
+                num_hiddens, ffn_num_hiddens, num_heads, dropout, use_bias
+            )
+            for _ in range(num_blks)
+        )
+        self.dense = nn.Linear(num_hiddens, vocab_size)
+        self.attention_weights: list[torch.Tensor | None] = [None] * num_blks
+        self.need_weights = True
+
+    def forward(
+        self, X: torch.Tensor, *, need_weights: bool | None = None
+    ) -> torch.Tensor:
+        """Next-token scores at every position.
+
+        Args:
+            X: (B, T) token ids, T <= max_len.
+            need_weights: explicit or fused attention; None: the model's
+                ``need_weights`` attribute.
+        Returns:
+            (B, T, V) scores; row t depends on X[:, :t + 1] only.
+        Raises:
+            TypeError/ValueError: as :meth:`forward_with_cache`.
+        """
+        return self.forward_with_cache(X, None, need_weights=need_weights)[0]
+
+    def forward_with_cache(
+        self,
+        X: torch.Tensor,
+        cache: GPTCache | None = None,
+        *,
+        need_weights: bool | None = None,
+    ) -> tuple[torch.Tensor, GPTCache]:
+        """Scores for t new positions, given the cache of those before.
+
+        Args:
+            X: (B, t) token ids at positions k - t .. k - 1.
+            cache: None (nothing before), or the cache a previous call
+                returned; it is not modified.
+            need_weights: as in :meth:`forward`.
+        Returns:
+            (B, t, V) scores and the cache of all k positions.
+        Raises:
+            TypeError/ValueError: if X is not (B, t) integer ids in [0, V),
+                the cache does not match the model or X's batch, or k
+                exceeds max_len.
+        """
+        check_token_ids("X", X, self.vocab_size, min_steps=1)
+        offset = self._check_cache(cache, X.shape[0])
+        if offset + X.shape[1] > self.max_len:
+            raise ValueError(
+                f"X reaches position {offset + X.shape[1]}, more than "
+                f"max_len={self.max_len}"
+            )
+        if need_weights is None:
+            need_weights = self.need_weights
+        # Scaled up so that the positional signal does not swamp it.
+        H = self.embedding(X) * math.sqrt(self.num_hiddens)  # (B, t, D)
+        if self.pos_encoding is None:
+            H = self.dropout(H)
+        else:
+            H = self.pos_encoding(H, offset)
+        new_cache: GPTCache = []
+        for i, blk in enumerate(self.blks):
+            H, blk_cache = blk(
+                H,
+                None if cache is None else cache[i],
+                need_weights=need_weights,
+            )
+            new_cache.append(blk_cache)
+        self.attention_weights = [
+            blk.attention.attention_weights for blk in self.blks
+        ]
+        return self.dense(H), new_cache
+
+    def _check_cache(self, cache: GPTCache | None, batch_size: int) -> int:
+        """The number of cached positions k - t; refuses a foreign cache."""
+        if cache is None:
+            return 0
+        if not isinstance(cache, list) or len(cache) != len(self.blks):
+            raise ValueError(
+                f"cache must be a list of {len(self.blks)} (keys, values) "
+                "pairs from forward_with_cache"
+            )
+        keys = cache[0][0]
+        if keys.dim() != 3 or keys.shape[0] != batch_size:
+            raise ValueError(
+                f"cache keys must have shape (B, k, D) with B={batch_size} "
+                f"as in X, got {tuple(keys.shape)}"
+            )
+        return keys.shape[1]
+
+
+# ----------------------------------------------------------------- sampling
+
+
+def next_token_probs(
+    logits: torch.Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+) -> torch.Tensor:
+    """The distribution the next token is drawn from.
+
+    In this order: divide the scores by temperature and take the softmax;
+    keep the top_k most probable tokens (exactly top_k of them; top_k=1 is
+    greedy decoding); keep the smallest set of most probable tokens whose
+    total probability reaches top_p (nucleus sampling); renormalise.
+
+    Args:
+        logits: (B, V) next-token scores.
+        temperature: > 0; below 1 sharpens, above 1 flattens.
+        top_k: None or >= 1. top_p: None or in (0, 1].
+    Returns:
+        (B, V) probabilities, each row summing to 1, zero outside the kept
+        tokens.
+    Raises:
+        TypeError/ValueError: if logits is not (B, V) floating point, or a
+            setting is out of range (named in the message).
+    """
+    if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
+        raise TypeError("logits must be a floating-point torch.Tensor (B, V)")
+    if logits.dim() != 2:
+        raise ValueError(
+            f"logits must have shape (B, V), got {tuple(logits.shape)}"
+        )
+    _check_sampling(temperature, top_k, top_p)
+    scores = logits.to(torch.promote_types(logits.dtype, torch.float32))
+    probs = torch.softmax(scores / temperature, dim=-1)  # (B, V)
+    keep = torch.ones_like(probs, dtype=torch.bool)
+    if top_k is not None and top_k < probs.shape[-1]:
+        top = probs.topk(top_k, dim=-1).indices  # (B, top_k)
+        keep = torch.zeros_like(keep).scatter(-1, top, True)
+        probs = probs * keep
+        probs = probs / probs.sum(dim=-1, keepdim=True)
+    if top_p is not None and top_p < 1.0:
+        sorted_probs, order = probs.sort(dim=-1, descending=True)
+        before = sorted_probs.cumsum(dim=-1) - sorted_probs  # mass before
+        # A token is kept while the mass of those before it is short of
+        # top_p: the first one always is.
+        keep = keep & torch.zeros_like(keep).scatter(-1, order, before < top_p)
+    probs = probs * keep
+    return probs / probs.sum(dim=-1, keepdim=True)
+
+
+def _check_sampling(
+    temperature: float, top_k: int | None, top_p: float | None
+) -> None:
+    if isinstance(temperature, bool) or not isinstance(
+        temperature, (int, float)
+    ):
+        raise TypeError(
+            f"temperature must be a number, got {type(temperature).__name__}"
+        )
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    if top_k is not None:
+        if isinstance(top_k, bool) or not isinstance(top_k, int):
+            raise TypeError(
+                f"top_k must be an int or None, got {type(top_k).__name__}"
+            )
+        if top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {top_k}")
+    if top_p is not None:
+        if isinstance(top_p, bool) or not isinstance(top_p, (int, float)):
+            raise TypeError(
+                f"top_p must be a number or None, got {type(top_p).__name__}"
+            )
+        if not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+
+
+def generate(
+    model: GPT,
+    prompt: torch.Tensor,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    eos: int | None = None,
+    generator: torch.Generator | None = None,
+    use_cache: bool = True,
+) -> torch.Tensor:
+    """Continue every prompt by sampling one token at a time.
+
+    Each step draws from :func:`next_token_probs`; top_k=1 takes the most
+    probable token (greedy decoding) and draws nothing. With use_cache the
+    model reads only the new token at each step, with the keys and values of
+    the earlier ones; without it, it re-reads the whole sequence. Greedy
+    decoding gives the same tokens either way.
+
+    Args:
+        model: a :class:`GPT` (put in eval mode for the call, then restored).
+        prompt: (B, T0) token ids, 1 <= T0 <= max_len.
+        max_new_tokens: most tokens to add, >= 0, T0 + it <= max_len.
+        temperature, top_k, top_p: see :func:`next_token_probs`.
+        eos: None, or an id that ends a row: later positions of that row
+            hold eos, and generation stops when every row has ended.
+        generator: the random source of the draws (for repeatable samples).
+        use_cache: use the key/value cache.
+    Returns:
+        (B, T0 + n) ids: the prompt and n <= max_new_tokens new tokens.
+    Raises:
+        TypeError/ValueError: naming the argument, before any computation.
+    """
+    if not isinstance(model, GPT):
+        raise TypeError(f"model must be a GPT, got {type(model).__name__}")
+    check_token_ids("prompt", prompt, model.vocab_size, min_steps=1)
+    if prompt.shape[1] > model.max_len:
+        raise ValueError(
+            f"prompt has length {prompt.shape[1]}, more than the model's "
+            f"max_len={model.max_len}"
+        )
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
+        raise TypeError("max_new_tokens must be an int")
+    if max_new_tokens < 0 or prompt.shape[1] + max_new_tokens > model.max_len:
+        raise ValueError(
+            f"max_new_tokens must be in [0, max_len - T0] = [0, "
+            f"{model.max_len - prompt.shape[1]}], got {max_new_tokens}"
+        )
+    _check_sampling(temperature, top_k, top_p)
+    if eos is not None and not 0 <= eos < model.vocab_size:
+        raise ValueError(f"eos must be in [0, {model.vocab_size}), got {eos}")
+    was_training = model.training
+    model.eval()
+    tokens = prompt
+    finished = torch.zeros(
+        prompt.shape[0], dtype=torch.bool, device=prompt.device
+    )
+    try:
+        with torch.no_grad():
+            scores, cache = model.forward_with_cache(
+                prompt, need_weights=False
+            )
+            for step in range(max_new_tokens):
+                next_token = _draw(
+                    scores[:, -1], temperature, top_k, top_p, generator
+                )  # (B,)
+                if eos is not None:
+                    next_token = next_token.masked_fill(finished, eos)
+                    finished = finished | (next_token == eos)
+                tokens = torch.cat([tokens, next_token[:, None]], dim=1)
+                if step == max_new_tokens - 1 or bool(finished.all()):
+                    break
+                if use_cache:
+                    scores, cache = model.forward_with_cache(
+                        next_token[:, None], cache, need_weights=False
+                    )
+                else:
+                    scores = model(tokens, need_weights=False)
+    finally:
+        model.train(was_training)
+    return tokens
+
+
+def _draw(
+    logits: torch.Tensor,
+    temperature: float,
+    top_k: int | None,
+    top_p: float | None,
+    generator: torch.Generator | None,
+) -> torch.Tensor:
+    """One token per row from (B, V) scores: argmax for top_k=1."""
+    if top_k == 1:
+        return logits.argmax(dim=-1)
+    probs = next_token_probs(logits, temperature, top_k, top_p)
+    return torch.multinomial(probs, 1, generator=generator)[:, 0]
