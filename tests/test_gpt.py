@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
+from course_pkg.attention import KVCache
 from course_pkg.corpus import english_french_corpus
 from course_pkg.data import tokenize
 from course_pkg.gpt import GPT, GPTBlock, generate, next_token_probs
@@ -234,7 +235,7 @@ def test_gradcheck_block_float64_with_a_cache():
     )
 
     def run(X, keys, values):
-        return block(X, (keys, values))[0]
+        return block(X, KVCache(keys, values))[0]
 
     X = torch.randn(2, 2, 8, dtype=torch.float64, requires_grad=True)
     inputs = (X, past[0].requires_grad_(), past[1].requires_grad_())
