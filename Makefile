@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export PYTHONHASHSEED := 0
 
-.PHONY: install book test unit notebooks notebooks-portable build-book browser clean
+.PHONY: install book test lint unit notebooks notebooks-portable build-book browser clean
 
 install: $(STAMP)
 
@@ -26,6 +26,12 @@ $(STAMP): requirements.txt pyproject.toml
 book: install
 	$(BIN)/jupyter-book build . --keep-going
 	@echo "Book built: open $(CURDIR)/_build/html/index.html"
+
+# ruff: the linter and the formatter (settings in pyproject.toml), over package, tests, bench
+# and the notebooks' code.
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 unit: install
 	$(BIN)/python -m pytest tests -q
@@ -48,7 +54,7 @@ browser: build-book
 	bash tests/browser/install_chromium.sh
 	$(BIN)/python -m pytest -q tests/browser
 
-test: unit notebooks notebooks-portable build-book browser
+test: lint unit notebooks notebooks-portable build-book browser
 
 clean:
 	rm -rf _build $(VENV)

@@ -8,7 +8,9 @@ sphinx-thebe's ``const THEBE_JS_URL`` is declared twice and every page logs a sc
 from __future__ import annotations
 
 
-def _drop_duplicate_scripts(app, pagename, templatename, context, doctree) -> None:
+def _drop_duplicate_scripts(
+    app, pagename, templatename, context, doctree
+) -> None:
     seen, unique = set(), []
     for script in context.get("script_files", []):
         key = (

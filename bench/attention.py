@@ -24,33 +24,18 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-
-from course_pkg.attention import MultiHeadAttention  # noqa: E402
-from course_pkg.device import get_device, seed_everything  # noqa: E402
+from course_pkg.attention import MultiHeadAttention, copy_weights_from_torch
+from course_pkg.device import describe_device, get_device, seed_everything
 
 PEER = "torch MHA"
 TARGET = 1.05
-
-
-def copy_from_torch(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
-    """Give ours the weights of torch's module: in_proj = [W_q; W_k; W_v], out_proj = W_o."""
-    width = theirs.embed_dim
-    with torch.no_grad():
-        for k, linear in enumerate((ours.W_q, ours.W_k, ours.W_v)):
-            linear.weight.copy_(theirs.in_proj_weight[k * width : (k + 1) * width])
-            linear.bias.copy_(theirs.in_proj_bias[k * width : (k + 1) * width])
-        ours.W_o.weight.copy_(theirs.out_proj.weight)
-        ours.W_o.bias.copy_(theirs.out_proj.bias)
 
 
 def synchronize(device: torch.device) -> None:
@@ -59,7 +44,10 @@ def synchronize(device: torch.device) -> None:
 
 
 def median_times(
-    paths: dict[str, Callable[[], object]], device: torch.device, warmup: int, repeats: int
+    paths: dict[str, Callable[[], object]],
+    device: torch.device,
+    warmup: int,
+    repeats: int,
 ) -> dict[str, float]:
     """Median wall time (s) of each path, after ``warmup`` untimed calls of each.
 
@@ -81,7 +69,10 @@ def median_times(
 
 
 def make_paths(
-    theirs: nn.MultiheadAttention, ours: MultiHeadAttention, X: torch.Tensor, heads: int
+    theirs: nn.MultiheadAttention,
+    ours: MultiHeadAttention,
+    X: torch.Tensor,
+    heads: int,
 ) -> dict[str, Callable[[], torch.Tensor]]:
     """The four ways to compute the attention of X with itself, as argument-free callables."""
     batch_size, steps, width = X.shape
@@ -89,7 +80,10 @@ def make_paths(
     with torch.no_grad():
         qkv = F.linear(X, theirs.in_proj_weight, theirs.in_proj_bias)
         q, k, v = (
-            t.reshape(batch_size, steps, heads, width // heads).transpose(1, 2).contiguous().requires_grad_(X.requires_grad)
+            t.reshape(batch_size, steps, heads, width // heads)
+            .transpose(1, 2)
+            .contiguous()
+            .requires_grad_(X.requires_grad)
             for t in qkv.chunk(3, dim=-1)
         )
     return {
@@ -105,9 +99,11 @@ def bench_one(
 ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
     """Forward and fwd+bwd median times (s), and CUDA peak memory (MiB), of every path at length T."""
     seed_everything(0)
-    theirs = nn.MultiheadAttention(args.dim, args.heads, batch_first=True).to(device)
+    theirs = nn.MultiheadAttention(args.dim, args.heads, batch_first=True).to(
+        device
+    )
     ours = MultiHeadAttention(args.dim, args.heads, bias=True).to(device)
-    copy_from_torch(ours, theirs)
+    copy_weights_from_torch(ours, theirs)
     X = torch.randn(args.batch, steps, args.dim, device=device)
 
     memory = {}
@@ -116,79 +112,141 @@ def bench_one(
         paths = make_paths(theirs, ours, X, args.heads)
         reference = paths[PEER]()
         for name, fn in paths.items():
-            if name != "bare SDPA":  # the bare kernel has no output projection to compare
+            if (
+                name != "bare SDPA"
+            ):  # the bare kernel has no output projection to compare
                 error = (fn() - reference).abs().max().item()
                 if error > 1e-4:
-                    raise AssertionError(f"{name} differs from {PEER} by {error:.2e} at T={steps}")
+                    raise AssertionError(
+                        f"{name} differs from {PEER} by {error:.2e} at T={steps}"
+                    )
         forward = median_times(paths, device, args.warmup, args.repeats)
 
     theirs.train(), ours.train()
     X.requires_grad_(True)
-    train_steps = {name: (lambda fn=fn: fn().sum().backward()) for name, fn in make_paths(theirs, ours, X, args.heads).items()}
+    train_steps = {
+        name: (lambda fn=fn: fn().sum().backward())
+        for name, fn in make_paths(theirs, ours, X, args.heads).items()
+    }
     backward = median_times(train_steps, device, args.warmup, args.repeats)
     if device.type == "cuda":
         for name, step in train_steps.items():
-            ours.attention_weights = ours.attention.attention_weights = None  # drop weights kept from timing
+            ours.attention_weights = ours.attention.attention_weights = (
+                None  # drop weights kept from timing
+            )
             torch.cuda.empty_cache()
             base = torch.cuda.memory_allocated(device)
             torch.cuda.reset_peak_memory_stats(device)
             step()
             synchronize(device)
-            memory[name] = (torch.cuda.max_memory_allocated(device) - base) / 2**20
+            memory[name] = (
+                torch.cuda.max_memory_allocated(device) - base
+            ) / 2**20
     return forward, backward, memory
 
 
-def print_table(title: str, lengths: list[int], results: dict[int, dict[str, float]], unit: str, scale: float) -> None:
+def print_table(
+    title: str,
+    lengths: list[int],
+    results: dict[int, dict[str, float]],
+    unit: str,
+    scale: float,
+) -> None:
     names = list(next(iter(results.values())))
     print(f"\n{title}")
     print(f"{'T':>6}  " + "  ".join(f"{name:>22}" for name in names))
     for steps in lengths:
         row = results[steps]
-        cells = [f"{row[name] * scale:9.2f}{unit} ({row[name] / row[PEER]:5.2f}x)" for name in names]
+        cells = [
+            f"{row[name] * scale:9.2f}{unit} ({row[name] / row[PEER]:5.2f}x)"
+            for name in names
+        ]
         print(f"{steps:>6}  " + "  ".join(f"{cell:>22}" for cell in cells))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default=None, help="cpu, cuda, ... (default: course_pkg.device.get_device())")
-    parser.add_argument("--quick", action="store_true", help="small CPU-sized run: B=2, D=256, H=4, T up to 256")
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--dim", type=int, default=768)
-    parser.add_argument("--heads", type=int, default=12)
-    parser.add_argument("--lengths", type=int, nargs="+", default=[128, 256, 512, 1024])
+    parser.add_argument(
+        "--device",
+        default=None,
+        help="cpu, cuda, ... (default: course_pkg.device.get_device())",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="small CPU-sized run: B=2, D=256, H=4, T up to 256",
+    )
+    for name, default in {"batch": 8, "dim": 768, "heads": 12}.items():
+        parser.add_argument(f"--{name}", type=int, default=default)
+    parser.add_argument(
+        "--lengths", type=int, nargs="+", default=[128, 256, 512, 1024]
+    )
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's; --quick: 1)")
+    parser.add_argument(
+        "--threads", type=int, help="default: torch's; --quick: 1"
+    )
     args = parser.parse_args()
     if args.quick:
-        args.batch, args.dim, args.heads, args.lengths, args.repeats = 2, 256, 4, [64, 128, 256], 15
+        args.batch, args.dim, args.heads, args.lengths, args.repeats = (
+            2,
+            256,
+            4,
+            [64, 128, 256],
+            15,
+        )
         # Small problems on a shared machine: one thread avoids waiting on busy cores.
         args.threads = args.threads or 1
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device) if args.device else get_device()
 
+    print(describe_device(device))
     print(
-        f"torch {torch.__version__}, device {device}"
-        + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else f", {torch.get_num_threads()} threads")
+        f"B={args.batch}, D={args.dim}, H={args.heads}, T={args.lengths}; median of {args.repeats} after {args.warmup} warm-up"
     )
-    print(f"B={args.batch}, D={args.dim}, H={args.heads}, T={args.lengths}; median of {args.repeats} after {args.warmup} warm-up")
-    print(f"Each cell: time (ratio to {PEER}, need_weights=False). Target: ours fused <= {TARGET:.2f}x.")
+    print(
+        f"Each cell: time (ratio to {PEER}, need_weights=False). Target: ours fused <= {TARGET:.2f}x."
+    )
 
     forward, backward, memory = {}, {}, {}
     for steps in args.lengths:
-        forward[steps], backward[steps], memory[steps] = bench_one(steps, args, device)
+        forward[steps], backward[steps], memory[steps] = bench_one(
+            steps, args, device
+        )
     print_table("forward (eval, no_grad)", args.lengths, forward, "ms", 1e3)
-    print_table("forward + backward (train)", args.lengths, backward, "ms", 1e3)
+    print_table(
+        "forward + backward (train)", args.lengths, backward, "ms", 1e3
+    )
     if device.type == "cuda":
-        print_table("peak extra memory of one fwd+bwd", args.lengths, memory, "MiB", 1.0)
+        print_table(
+            "peak extra memory of one fwd+bwd",
+            args.lengths,
+            memory,
+            "MiB",
+            1.0,
+        )
 
     print(f"\nours fused / {PEER} (target <= {TARGET:.2f}):")
     for label, results in (("forward", forward), ("fwd+bwd", backward)):
-        ratios = {steps: results[steps]["ours fused"] / results[steps][PEER] for steps in args.lengths}
+        ratios = {
+            steps: results[steps]["ours fused"] / results[steps][PEER]
+            for steps in args.lengths
+        }
         missed = [steps for steps, ratio in ratios.items() if ratio > TARGET]
-        verdict = "meets the target at every T" if not missed else f"MISSES the target at T={missed}"
-        print(f"  {label:8s} " + "  ".join(f"T={steps}: {ratio:.2f}" for steps, ratio in ratios.items()) + f"  -> {verdict}")
+        verdict = (
+            "meets the target at every T"
+            if not missed
+            else f"MISSES the target at T={missed}"
+        )
+        print(
+            f"  {label:8s} "
+            + "  ".join(
+                f"T={steps}: {ratio:.2f}" for steps, ratio in ratios.items()
+            )
+            + f"  -> {verdict}"
+        )
+
 
 if __name__ == "__main__":
     main()

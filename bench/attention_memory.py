@@ -42,20 +42,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-
-from course_pkg.attention import DotProductAttention  # noqa: E402
-from course_pkg.device import get_device, seed_everything  # noqa: E402
-from course_pkg.efficient_attention import blockwise_attention  # noqa: E402
-from course_pkg.memory import peak_memory  # noqa: E402
+from course_pkg.device import get_device, seed_everything
+from course_pkg.efficient_attention import blockwise_attention
+from course_pkg.memory import peak_memory
+from course_pkg.scoring import DotProductAttention
 
 PEER = "explicit"
 MEMORY_TARGET_T, MEMORY_TARGET = 4096, 0.1
@@ -67,13 +63,17 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def make_paths(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_size: int) -> dict[str, Callable[[], torch.Tensor]]:
+def make_paths(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_size: int
+) -> dict[str, Callable[[], torch.Tensor]]:
     """The three ways to attend, as argument-free callables returning (B, H, T, d)."""
     batch_size, heads, steps, width = q.shape
     explicit = DotProductAttention(0.0).eval()
 
     def explicit_path() -> torch.Tensor:
-        folded = [t.reshape(batch_size * heads, steps, width) for t in (q, k, v)]
+        folded = [
+            t.reshape(batch_size * heads, steps, width) for t in (q, k, v)
+        ]
         out = explicit(*folded, need_weights=True)
         explicit.attention_weights = None  # the module keeps the weights; do not carry them to the next call
         return out.view(batch_size, heads, steps, width)
@@ -85,7 +85,9 @@ def make_paths(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_size: in
     }
 
 
-def median_time(fn: Callable[[], object], device: torch.device, warmup: int, repeats: int) -> float:
+def median_time(
+    fn: Callable[[], object], device: torch.device, warmup: int, repeats: int
+) -> float:
     for _ in range(warmup):
         fn()
     synchronize(device)
@@ -98,9 +100,14 @@ def median_time(fn: Callable[[], object], device: torch.device, warmup: int, rep
     return statistics.median(times)
 
 
-def bench_one(steps: int, args: argparse.Namespace, device: torch.device) -> dict[str, dict[str, float]]:
+def bench_one(
+    steps: int, args: argparse.Namespace, device: torch.device
+) -> dict[str, dict[str, float]]:
     seed_everything(0)
-    q, k, v = (torch.randn(args.batch, args.heads, steps, args.width, device=device) for _ in range(3))
+    q, k, v = (
+        torch.randn(args.batch, args.heads, steps, args.width, device=device)
+        for _ in range(3)
+    )
     results: dict[str, dict[str, float]] = {}
     with torch.no_grad():
         paths = make_paths(q, k, v, args.block_size)
@@ -108,32 +115,59 @@ def bench_one(steps: int, args: argparse.Namespace, device: torch.device) -> dic
         for name, fn in paths.items():
             error = (fn() - reference).abs().max().item()
             if error > 1e-4:
-                raise AssertionError(f"{name} differs from sdpa by {error:.2e} at T={steps}")
+                raise AssertionError(
+                    f"{name} differs from sdpa by {error:.2e} at T={steps}"
+                )
             peak, largest = peak_memory(fn, device)
             seconds = median_time(fn, device, args.warmup, args.repeats)
-            results[name] = {"peak": peak, "largest": largest, "time": seconds, "error": error}
+            results[name] = {
+                "peak": peak,
+                "largest": largest,
+                "time": seconds,
+                "error": error,
+            }
         del reference
     return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default=None, help="cpu, cuda, ... (default: course_pkg.device.get_device())")
+    parser.add_argument(
+        "--device",
+        default=None,
+        help="cpu, cuda, ... (default: course_pkg.device.get_device())",
+    )
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--width", type=int, default=64, help="d, the width of one head")
-    parser.add_argument("--lengths", type=int, nargs="+", default=[256, 512, 1024, 2048, 4096, 8192])
+    parser.add_argument(
+        "--width", type=int, default=64, help="d, the width of one head"
+    )
+    parser.add_argument(
+        "--lengths",
+        type=int,
+        nargs="+",
+        default=[256, 512, 1024, 2048, 4096, 8192],
+    )
     parser.add_argument("--block-size", type=int, default=128)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=1, help="CPU threads (default 1: a shared machine)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="CPU threads (default 1: a shared machine)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device) if args.device else get_device()
 
     print(
         f"torch {torch.__version__}, device {device}"
-        + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else f", {torch.get_num_threads()} threads")
+        + (
+            f" ({torch.cuda.get_device_name(device)})"
+            if device.type == "cuda"
+            else f", {torch.get_num_threads()} threads"
+        )
     )
     print(
         f"B={args.batch}, H={args.heads}, d={args.width}, float32, block_size={args.block_size}; forward under no_grad; "
@@ -143,36 +177,70 @@ def main() -> None:
     names = list(next(iter(results.values())))
 
     print("\npeak memory above the inputs, MiB (ratio to explicit)")
-    print(f"{'T':>6}  {'T*T*B*H*4 B':>12}  " + "  ".join(f"{name:>20}" for name in names))
+    print(
+        f"{'T':>6}  {'T*T*B*H*4 B':>12}  "
+        + "  ".join(f"{name:>20}" for name in names)
+    )
     for steps, row in results.items():
         matrix = steps * steps * args.batch * args.heads * 4 / 2**20
-        cells = [f"{row[n]['peak'] / 2**20:10.2f} ({row[n]['peak'] / row[PEER]['peak']:6.3f}x)" for n in names]
-        print(f"{steps:>6}  {matrix:12.2f}  " + "  ".join(f"{cell:>20}" for cell in cells))
+        cells = [
+            f"{row[n]['peak'] / 2**20:10.2f} ({row[n]['peak'] / row[PEER]['peak']:6.3f}x)"
+            for n in names
+        ]
+        print(
+            f"{steps:>6}  {matrix:12.2f}  "
+            + "  ".join(f"{cell:>20}" for cell in cells)
+        )
     if device.type != "cuda":
         print("\nlargest single allocation, MiB")
         print(f"{'T':>6}  " + "  ".join(f"{name:>10}" for name in names))
         for steps, row in results.items():
-            print(f"{steps:>6}  " + "  ".join(f"{row[n]['largest'] / 2**20:10.2f}" for n in names))
+            print(
+                f"{steps:>6}  "
+                + "  ".join(
+                    f"{row[n]['largest'] / 2**20:10.2f}" for n in names
+                )
+            )
 
     print("\ntime, ms (ratio to explicit)")
     print(f"{'T':>6}  " + "  ".join(f"{name:>20}" for name in names))
     for steps, row in results.items():
-        cells = [f"{row[n]['time'] * 1e3:10.1f} ({row[n]['time'] / row[PEER]['time']:5.2f}x)" for n in names]
+        cells = [
+            f"{row[n]['time'] * 1e3:10.1f} ({row[n]['time'] / row[PEER]['time']:5.2f}x)"
+            for n in names
+        ]
         print(f"{steps:>6}  " + "  ".join(f"{cell:>20}" for cell in cells))
 
-    worst_error = max(row[n]["error"] for row in results.values() for n in names)
-    print(f"\nlargest difference from sdpa over all T and paths: {worst_error:.1e}")
+    worst_error = max(
+        row[n]["error"] for row in results.values() for n in names
+    )
+    print(
+        f"\nlargest difference from sdpa over all T and paths: {worst_error:.1e}"
+    )
     if MEMORY_TARGET_T in results:
         row = results[MEMORY_TARGET_T]
         ratio = row["blockwise"]["peak"] / row[PEER]["peak"]
         verdict = "meets" if ratio <= MEMORY_TARGET else "MISSES"
-        print(f"blockwise / explicit peak memory at T={MEMORY_TARGET_T}: {ratio:.3f} (target <= {MEMORY_TARGET}) -> {verdict}")
-    time_ratios = {steps: row["blockwise"]["time"] / row[PEER]["time"] for steps, row in results.items()}
-    missed = [steps for steps, ratio in time_ratios.items() if ratio > TIME_TARGET]
-    verdict = "meets the target at every T" if not missed else f"MISSES the target at T={missed}"
+        print(
+            f"blockwise / explicit peak memory at T={MEMORY_TARGET_T}: {ratio:.3f} (target <= {MEMORY_TARGET}) -> {verdict}"
+        )
+    time_ratios = {
+        steps: row["blockwise"]["time"] / row[PEER]["time"]
+        for steps, row in results.items()
+    }
+    missed = [
+        steps for steps, ratio in time_ratios.items() if ratio > TIME_TARGET
+    ]
+    verdict = (
+        "meets the target at every T"
+        if not missed
+        else f"MISSES the target at T={missed}"
+    )
     print(
         "blockwise / explicit time: "
-        + "  ".join(f"T={steps}: {ratio:.2f}" for steps, ratio in time_ratios.items())
+        + "  ".join(
+            f"T={steps}: {ratio:.2f}" for steps, ratio in time_ratios.items()
+        )
         + f" (target <= {TIME_TARGET:.0f}; {'CPU' if device.type == 'cpu' else device.type}) -> {verdict}"
     )
 

@@ -117,14 +117,25 @@ def run_one(notebook: str, seed: int) -> dict[str, float]:
 
     path = ROOT / "book" / f"{notebook}.ipynb"
     nb = nbformat.read(path, as_version=4)
-    first_code = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
-    nb.cells.insert(first_code + 1, nbformat.v4.new_code_cell(SEED_CELL.format(seed=seed)))
-    report = "import json as _json\nprint('CLAIMS', _json.dumps({%s}))" % ", ".join(
-        f"{name!r}: float({expr})" for name, expr in CLAIMS[notebook].items()
+    first_code = next(
+        i for i, c in enumerate(nb.cells) if c.cell_type == "code"
+    )
+    nb.cells.insert(
+        first_code + 1, nbformat.v4.new_code_cell(SEED_CELL.format(seed=seed))
+    )
+    report = (
+        "import json as _json\nprint('CLAIMS', _json.dumps({%s}))"
+        % ", ".join(
+            f"{name!r}: float({expr})"
+            for name, expr in CLAIMS[notebook].items()
+        )
     )
     nb.cells.append(nbformat.v4.new_code_cell(report))
     client = NotebookClient(
-        nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+        nb,
+        timeout=900,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
     )
     client.execute()
     for output in nb.cells[-1].outputs:
@@ -136,7 +147,12 @@ def run_one(notebook: str, seed: int) -> dict[str, float]:
 
 def run_in_subprocess(notebook: str, seed: int, path: str) -> dict[str, float]:
     """Run one (chapter, seed) under one CPU path, in a fresh process."""
-    env = {**os.environ, **PATHS[path], "PYTHONOPTIMIZE": "1", "PYTHONHASHSEED": "0"}
+    env = {
+        **os.environ,
+        **PATHS[path],
+        "PYTHONOPTIMIZE": "1",
+        "PYTHONHASHSEED": "0",
+    }
     result = subprocess.run(
         [sys.executable, __file__, "--worker", notebook, str(seed)],
         env=env,
@@ -149,16 +165,27 @@ def run_in_subprocess(notebook: str, seed: int, path: str) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--notebooks", nargs="+", default=list(CLAIMS), choices=list(CLAIMS))
+    parser.add_argument(
+        "--notebooks", nargs="+", default=list(CLAIMS), choices=list(CLAIMS)
+    )
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument(
-        "--paths", nargs="+", default=["native", "portable"], choices=list(PATHS)
+        "--paths",
+        nargs="+",
+        default=["native", "portable"],
+        choices=list(PATHS),
     )
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time")
     parser.add_argument(
-        "--cache", help="a JSON-lines file: finished runs are appended to it and not run again"
+        "--cache",
+        help="a JSON-lines file: finished runs are appended to it and not run again",
     )
-    parser.add_argument("--worker", nargs=2, metavar=("NOTEBOOK", "SEED"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--worker",
+        nargs=2,
+        metavar=("NOTEBOOK", "SEED"),
+        help=argparse.SUPPRESS,
+    )
     args = parser.parse_args()
     if args.worker:
         print(json.dumps(run_one(args.worker[0], int(args.worker[1]))))
@@ -166,8 +193,15 @@ def main() -> None:
 
     import torch
 
-    print(f"torch {torch.__version__}, native CPU path here: {torch.backends.cpu.get_cpu_capability()}")
-    runs = [(nb, seed, path) for nb in args.notebooks for seed in args.seeds for path in args.paths]
+    print(
+        f"torch {torch.__version__}, native CPU path here: {torch.backends.cpu.get_cpu_capability()}"
+    )
+    runs = [
+        (nb, seed, path)
+        for nb in args.notebooks
+        for seed in args.seeds
+        for path in args.paths
+    ]
     values: dict[tuple[str, int, str], dict[str, float]] = {}
     cache = pathlib.Path(args.cache) if args.cache else None
     if cache and cache.exists():
@@ -180,14 +214,25 @@ def main() -> None:
         for future in concurrent.futures.as_completed(futures):
             run = futures[future]
             values[run] = future.result()
-            print(f"done: {run[0]} seed {run[1]} {run[2]}", file=sys.stderr, flush=True)
+            print(
+                f"done: {run[0]} seed {run[1]} {run[2]}",
+                file=sys.stderr,
+                flush=True,
+            )
             if cache:
                 with cache.open("a") as f:
-                    f.write(json.dumps({"run": list(run), "claims": values[run]}) + "\n")
+                    f.write(
+                        json.dumps({"run": list(run), "claims": values[run]})
+                        + "\n"
+                    )
     columns = [(seed, path) for seed in args.seeds for path in args.paths]
     for notebook in args.notebooks:
         print(f"\n## {notebook} (columns: seed/path)\n")
-        header = "| claim | " + " | ".join(f"{s}/{p}" for s, p in columns) + " | min | max |"
+        header = (
+            "| claim | "
+            + " | ".join(f"{s}/{p}" for s, p in columns)
+            + " | min | max |"
+        )
         print(header)
         print("|" + "---|" * (len(columns) + 3))
         for claim in CLAIMS[notebook]:

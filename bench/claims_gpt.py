@@ -34,23 +34,24 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run from a checkout without installing
-
-from course_pkg import seed_everything  # noqa: E402
-from course_pkg.data import english_french_corpus, translation_dataloaders  # noqa: E402
-from course_pkg.decode import translate  # noqa: E402
-from course_pkg.gpt import GPT  # noqa: E402
-from course_pkg.lm_translation import (  # noqa: E402
+from course_pkg import seed_everything
+from course_pkg.corpus import english_french_corpus
+from course_pkg.data import translation_dataloaders
+from course_pkg.decode import translate
+from course_pkg.gpt import GPT
+from course_pkg.lm_translation import (
     GPT_SETTINGS,
     train_lm,
     translate_lm,
     translation_lm_loader,
     translation_lm_vocab,
 )
-from course_pkg.metrics import corpus_bleu  # noqa: E402
-from course_pkg.train import SETTINGS, train_seq2seq  # noqa: E402
-from course_pkg.transformer import Transformer  # noqa: E402
+from course_pkg.metrics import corpus_bleu
+from course_pkg.seq2seq import SETTINGS
+from course_pkg.train import train_seq2seq
+from course_pkg.transformer import Transformer
+
+ROOT = Path(__file__).resolve().parents[1]
 
 PATHS = {
     "native": {},
@@ -93,7 +94,6 @@ def train_transformer(splits, seed: int):
     model = Transformer(
         len(data.src_vocab), len(data.tgt_vocab), **TRANSFORMER_SIZES
     )
-    model.need_weights = False
     optimizer = torch.optim.Adam(model.parameters())
     for lr in GPT_SETTINGS.lr_per_epoch:
         for group in optimizer.param_groups:
@@ -140,7 +140,11 @@ def measure(seed: int) -> dict[str, float]:
     row["GPT BLEU"] = corpus_bleu(hypotheses, references)
     transformer, data = train_transformer(splits, seed)
     hypotheses = translate(
-        transformer, sources, data.src_vocab, data.tgt_vocab, SETTINGS.num_steps
+        transformer,
+        sources,
+        data.src_vocab,
+        data.tgt_vocab,
+        SETTINGS.num_steps,
     )
     row["Transformer BLEU"] = corpus_bleu(hypotheses, references)
     no_positions = train_gpt(splits, vocab, seed, "none")

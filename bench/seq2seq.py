@@ -2,7 +2,7 @@
 
 Trains the plain encoder–decoder (chapter "The encoder–decoder architecture") and the Bahdanau
 attention model (chapter "Bahdanau attention") with the chapters' settings
-(``course_pkg.train.SETTINGS``) on the course's synthetic English–French corpus, then prints for
+(``course_pkg.seq2seq.SETTINGS``) on the course's synthetic English–French corpus, then prints for
 each: training time, training throughput (target tokens per second, padding excluded) and
 corpus BLEU-4 on the test split with greedy decoding. The peer of the attention model is the
 plain model measured in the same run: its throughput ratio says what attention costs per token,
@@ -18,27 +18,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(
-    0, str(Path(__file__).resolve().parents[1])
-)  # run from a checkout without installing
-
-from course_pkg.data import (
-    english_french_corpus,
-    translation_dataloaders,
-)  # noqa: E402
-from course_pkg.decode import translate  # noqa: E402
-from course_pkg.device import get_device, seed_everything  # noqa: E402
-from course_pkg.metrics import corpus_bleu  # noqa: E402
-from course_pkg.train import (
-    SETTINGS,
-    seq2seq_model,
-    train_seq2seq,
-)  # noqa: E402
+from course_pkg.corpus import english_french_corpus
+from course_pkg.data import translation_dataloaders
+from course_pkg.decode import translate
+from course_pkg.device import get_device, seed_everything
+from course_pkg.metrics import corpus_bleu
+from course_pkg.seq2seq import SETTINGS, seq2seq_model
+from course_pkg.train import train_seq2seq
 
 
 def main() -> None:

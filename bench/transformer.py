@@ -29,21 +29,17 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-
-from course_pkg.attention import MultiHeadAttention  # noqa: E402
-from course_pkg.device import get_device, seed_everything  # noqa: E402
-from course_pkg.positional import PositionalEncoding  # noqa: E402
-from course_pkg.transformer import Transformer  # noqa: E402
+from course_pkg.attention import copy_weights_from_torch
+from course_pkg.device import describe_device, get_device, seed_everything
+from course_pkg.positional import PositionalEncoding
+from course_pkg.transformer import Transformer
 
 TARGET = 0.9
 
@@ -54,21 +50,46 @@ TARGET = 0.9
 class TorchTransformer(nn.Module):
     """``nn.Transformer`` between the same embedding, positional encoding and output layer as ours."""
 
-    def __init__(self, src_vocab: int, tgt_vocab: int, dim: int, ffn: int, heads: int, blocks: int, dropout: float):
+    def __init__(
+        self,
+        src_vocab: int,
+        tgt_vocab: int,
+        dim: int,
+        ffn: int,
+        heads: int,
+        blocks: int,
+        dropout: float,
+    ):
         super().__init__()
         self.dim = dim
-        self.src_embedding, self.tgt_embedding = nn.Embedding(src_vocab, dim), nn.Embedding(tgt_vocab, dim)
-        self.src_pos, self.tgt_pos = PositionalEncoding(dim, dropout), PositionalEncoding(dim, dropout)
-        self.transformer = nn.Transformer(dim, heads, blocks, blocks, ffn, dropout, batch_first=True)
+        self.src_embedding, self.tgt_embedding = (
+            nn.Embedding(src_vocab, dim),
+            nn.Embedding(tgt_vocab, dim),
+        )
+        self.src_pos, self.tgt_pos = (
+            PositionalEncoding(dim, dropout),
+            PositionalEncoding(dim, dropout),
+        )
+        self.transformer = nn.Transformer(
+            dim, heads, blocks, blocks, ffn, dropout, batch_first=True
+        )
         # Post-norm blocks already end with a LayerNorm; ours has no extra one per stack.
         self.transformer.encoder.norm = None
         self.transformer.decoder.norm = None
         self.dense = nn.Linear(dim, tgt_vocab)
 
     def forward(self, src, tgt, src_valid_lens, tgt_valid_lens):
-        src_padding = torch.arange(src.shape[1], device=src.device)[None] >= src_valid_lens[:, None]
-        tgt_padding = torch.arange(tgt.shape[1], device=tgt.device)[None] >= tgt_valid_lens[:, None]
-        causal = nn.Transformer.generate_square_subsequent_mask(tgt.shape[1], device=tgt.device, dtype=torch.bool)
+        src_padding = (
+            torch.arange(src.shape[1], device=src.device)[None]
+            >= src_valid_lens[:, None]
+        )
+        tgt_padding = (
+            torch.arange(tgt.shape[1], device=tgt.device)[None]
+            >= tgt_valid_lens[:, None]
+        )
+        causal = nn.Transformer.generate_square_subsequent_mask(
+            tgt.shape[1], device=tgt.device, dtype=torch.bool
+        )
         out = self.transformer(
             self.src_pos(self.src_embedding(src) * math.sqrt(self.dim)),
             self.tgt_pos(self.tgt_embedding(tgt) * math.sqrt(self.dim)),
@@ -81,28 +102,37 @@ class TorchTransformer(nn.Module):
         return self.dense(out)
 
 
-def copy_attention(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
-    for linear, weight, bias in zip((ours.W_q, ours.W_k, ours.W_v), theirs.in_proj_weight.chunk(3), theirs.in_proj_bias.chunk(3)):
-        linear.weight.copy_(weight)
-        linear.bias.copy_(bias)
-    ours.W_o.load_state_dict(theirs.out_proj.state_dict())
-
-
 @torch.no_grad()
 def copy_from_torch(ours: Transformer, theirs: TorchTransformer) -> None:
     """Give our model the weights of the peer, layer by layer."""
     ours.encoder.embedding.load_state_dict(theirs.src_embedding.state_dict())
     ours.decoder.embedding.load_state_dict(theirs.tgt_embedding.state_dict())
     ours.decoder.dense.load_state_dict(theirs.dense.state_dict())
-    pairs = [(blk, layer, ("attention",)) for blk, layer in zip(ours.encoder.blks, theirs.transformer.encoder.layers)]
-    pairs += [(blk, layer, ("attention1", "attention2")) for blk, layer in zip(ours.decoder.blks, theirs.transformer.decoder.layers)]
+    pairs = [
+        (blk, layer, ("attention",))
+        for blk, layer in zip(
+            ours.encoder.blks, theirs.transformer.encoder.layers
+        )
+    ]
+    pairs += [
+        (blk, layer, ("attention1", "attention2"))
+        for blk, layer in zip(
+            ours.decoder.blks, theirs.transformer.decoder.layers
+        )
+    ]
     for blk, layer, attention_names in pairs:
-        for name, torch_name in zip(attention_names, ("self_attn", "multihead_attn")):
-            copy_attention(getattr(blk, name), getattr(layer, torch_name))
+        for name, torch_name in zip(
+            attention_names, ("self_attn", "multihead_attn")
+        ):
+            copy_weights_from_torch(
+                getattr(blk, name), getattr(layer, torch_name)
+            )
         blk.ffn.dense1.load_state_dict(layer.linear1.state_dict())
         blk.ffn.dense2.load_state_dict(layer.linear2.state_dict())
         for k in range(len(attention_names) + 1):
-            getattr(blk, f"addnorm{k + 1}").ln.load_state_dict(getattr(layer, f"norm{k + 1}").state_dict())
+            getattr(blk, f"addnorm{k + 1}").ln.load_state_dict(
+                getattr(layer, f"norm{k + 1}").state_dict()
+            )
 
 
 # ----------------------------------------------------------------------------- timing
@@ -113,7 +143,9 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def median_time(fn: Callable[[], object], device: torch.device, warmup: int, repeats: int) -> float:
+def median_time(
+    fn: Callable[[], object], device: torch.device, warmup: int, repeats: int
+) -> float:
     """Median wall time of fn() in seconds, after ``warmup`` untimed calls."""
     for _ in range(warmup):
         fn()
@@ -130,19 +162,32 @@ def median_time(fn: Callable[[], object], device: torch.device, warmup: int, rep
 def make_batch(args: argparse.Namespace, device: torch.device):
     gen = torch.Generator().manual_seed(0)
     src = torch.randint(0, args.vocab, (args.batch, args.steps), generator=gen)
-    tgt = torch.randint(0, args.vocab, (args.batch, args.steps + 1), generator=gen)
+    tgt = torch.randint(
+        0, args.vocab, (args.batch, args.steps + 1), generator=gen
+    )
     # Lengths between half and all of the padded length, as in a bucketed corpus.
-    src_lens = torch.randint(args.steps // 2, args.steps + 1, (args.batch,), generator=gen)
-    tgt_lens = torch.randint(args.steps // 2, args.steps + 1, (args.batch,), generator=gen)
-    return [t.to(device) for t in (src, tgt[:, :-1], tgt[:, 1:], src_lens, tgt_lens)]
+    src_lens = torch.randint(
+        args.steps // 2, args.steps + 1, (args.batch,), generator=gen
+    )
+    tgt_lens = torch.randint(
+        args.steps // 2, args.steps + 1, (args.batch,), generator=gen
+    )
+    return [
+        t.to(device)
+        for t in (src, tgt[:, :-1], tgt[:, 1:], src_lens, tgt_lens)
+    ]
 
 
-def bench_training(args: argparse.Namespace, device: torch.device) -> dict[str, float]:
+def bench_training(
+    args: argparse.Namespace, device: torch.device
+) -> dict[str, float]:
     """Target tokens per second of forward + loss + backward, for the peer and our two paths."""
     seed_everything(0)
     sizes = (args.dim, args.ffn, args.heads, args.blocks, args.dropout)
     theirs = TorchTransformer(args.vocab, args.vocab, *sizes).to(device)
-    ours = Transformer(args.vocab, args.vocab, *sizes, use_bias=True).to(device)
+    ours = Transformer(args.vocab, args.vocab, *sizes, use_bias=True).to(
+        device
+    )
     copy_from_torch(ours, theirs)
     src, dec_in, labels, src_lens, tgt_lens = make_batch(args, device)
 
@@ -151,27 +196,52 @@ def bench_training(args: argparse.Namespace, device: torch.device) -> dict[str, 
     theirs.eval(), ours.eval()
     reference = theirs(src, dec_in, src_lens, tgt_lens)
     for need_weights in (False, True):
-        got = ours(src, dec_in, src_lens, tgt_valid_lens=tgt_lens, need_weights=need_weights)
+        got = ours(
+            src,
+            dec_in,
+            src_lens,
+            tgt_valid_lens=tgt_lens,
+            need_weights=need_weights,
+        )
         error = (got - reference).abs().max().item()
         if error > 1e-3:
-            raise AssertionError(f"ours (need_weights={need_weights}) differs from torch by {error:.2e}")
+            raise AssertionError(
+                f"ours (need_weights={need_weights}) differs from torch by {error:.2e}"
+            )
 
     theirs.train(), ours.train()
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+    autocast = torch.autocast(
+        device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"
+    )
 
     def step(model_call: Callable[[], torch.Tensor]) -> Callable[[], None]:
         def run() -> None:
             with autocast:
                 Y_hat = model_call()
-                loss = F.cross_entropy(Y_hat.reshape(-1, Y_hat.shape[-1]).float(), labels.reshape(-1))
+                loss = F.cross_entropy(
+                    Y_hat.reshape(-1, Y_hat.shape[-1]).float(),
+                    labels.reshape(-1),
+                )
             loss.backward()
 
         return run
 
     paths = {
-        "torch nn.Transformer": step(lambda: theirs(src, dec_in, src_lens, tgt_lens)),
-        "ours fused": step(lambda: ours(src, dec_in, src_lens, tgt_valid_lens=tgt_lens, need_weights=False)),
-        "ours explicit": step(lambda: ours(src, dec_in, src_lens, tgt_valid_lens=tgt_lens)),
+        "torch nn.Transformer": step(
+            lambda: theirs(src, dec_in, src_lens, tgt_lens)
+        ),
+        "ours fused": step(
+            lambda: ours(
+                src,
+                dec_in,
+                src_lens,
+                tgt_valid_lens=tgt_lens,
+                need_weights=False,
+            )
+        ),
+        "ours explicit": step(
+            lambda: ours(src, dec_in, src_lens, tgt_valid_lens=tgt_lens)
+        ),
     }
     tokens = dec_in.numel()
     times = {name: [] for name in paths}
@@ -186,24 +256,47 @@ def bench_training(args: argparse.Namespace, device: torch.device) -> dict[str, 
 
 
 @torch.no_grad()
-def greedy(model: Transformer, src: torch.Tensor, src_lens: torch.Tensor, num_steps: int, use_cache: bool) -> torch.Tensor:
+def greedy(
+    model: Transformer,
+    src: torch.Tensor,
+    src_lens: torch.Tensor,
+    num_steps: int,
+    use_cache: bool,
+) -> torch.Tensor:
     """Greedy decoding for exactly num_steps tokens (no stop at <eos>); id 0 stands for <bos>."""
     enc_outputs = model.encoder(src, src_lens)
     state = model.decoder.init_state(enc_outputs, src_lens)
-    prefix = torch.zeros(src.shape[0], 1, dtype=torch.long, device=src.device)  # (B, 1 + s)
+    prefix = torch.zeros(
+        src.shape[0], 1, dtype=torch.long, device=src.device
+    )  # (B, 1 + s)
     for _ in range(num_steps):
         if use_cache:
             Y, state = model.decoder(prefix[:, -1:], state)
         else:
-            Y, _ = model.decoder(prefix, model.decoder.init_state(enc_outputs, src_lens))
-        prefix = torch.cat([prefix, Y[:, -1].argmax(dim=-1, keepdim=True)], dim=1)
+            Y, _ = model.decoder(
+                prefix, model.decoder.init_state(enc_outputs, src_lens)
+            )
+        prefix = torch.cat(
+            [prefix, Y[:, -1].argmax(dim=-1, keepdim=True)], dim=1
+        )
     return prefix[:, 1:]
 
 
-def bench_decoding(args: argparse.Namespace, device: torch.device) -> dict[int, dict[str, float]]:
+def bench_decoding(
+    args: argparse.Namespace, device: torch.device
+) -> dict[int, dict[str, float]]:
     """Seconds per greedy decode of each length, cached and uncached (fused attention in both)."""
     seed_everything(0)
-    model = Transformer(args.vocab, args.vocab, args.dim, args.ffn, args.heads, args.blocks, 0.0, use_bias=True)
+    model = Transformer(
+        args.vocab,
+        args.vocab,
+        args.dim,
+        args.ffn,
+        args.heads,
+        args.blocks,
+        0.0,
+        use_bias=True,
+    )
     model = model.to(device).eval()
     src, _, _, src_lens, _ = make_batch(args, device)
     src, src_lens = src[: args.decode_batch], src_lens[: args.decode_batch]
@@ -211,10 +304,21 @@ def bench_decoding(args: argparse.Namespace, device: torch.device) -> dict[int, 
     for num_steps in args.decode_lengths:
         # This check is also the warm-up.
         cached = greedy(model, src, src_lens, num_steps, use_cache=True)
-        if not torch.equal(cached, greedy(model, src, src_lens, num_steps, use_cache=False)):
-            raise AssertionError(f"cached and uncached greedy decoding disagree at {num_steps} steps")
+        if not torch.equal(
+            cached, greedy(model, src, src_lens, num_steps, use_cache=False)
+        ):
+            raise AssertionError(
+                f"cached and uncached greedy decoding disagree at {num_steps} steps"
+            )
         results[num_steps] = {
-            name: median_time(lambda c=use_cache: greedy(model, src, src_lens, num_steps, c), device, 0, args.decode_repeats)
+            name: median_time(
+                lambda c=use_cache, n=num_steps: greedy(
+                    model, src, src_lens, n, c
+                ),
+                device,
+                0,
+                args.decode_repeats,
+            )
             for name, use_cache in (("cached", True), ("uncached", False))
         }
     return results
@@ -222,32 +326,36 @@ def bench_decoding(args: argparse.Namespace, device: torch.device) -> dict[int, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default=None, help="cpu, cuda, ... (default: course_pkg.device.get_device())")
+    parser.add_argument("--device", help="default: get_device()")
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=32, help="padded source and target length in training")
-    parser.add_argument("--vocab", type=int, default=1000)
-    parser.add_argument("--dim", type=int, default=256)
-    parser.add_argument("--ffn", type=int, default=1024)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--blocks", type=int, default=2)
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=32,
+        help="padded source and target length in training",
+    )
+    sizes = {"vocab": 1000, "dim": 256, "ffn": 1024, "heads": 4, "blocks": 2}
+    timing = {"warmup": 2, "repeats": 7, "decode-batch": 8}
+    for name, default in {**sizes, **timing}.items():
+        parser.add_argument(f"--{name}", type=int, default=default)
     parser.add_argument("--dropout", type=float, default=0.1)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--decode-batch", type=int, default=8)
-    parser.add_argument("--decode-lengths", type=int, nargs="+", default=[16, 32, 64, 128])
+    parser.add_argument(
+        "--decode-lengths", type=int, nargs="+", default=[16, 32, 64, 128]
+    )
     parser.add_argument("--decode-repeats", type=int, default=3)
     parser.add_argument(
-        "--threads", type=int, default=None, help="CPU threads (default: torch's); 1 on a machine shared with other jobs"
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads (default: torch's); 1 on a machine shared with other jobs",
     )
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device) if args.device else get_device()
 
-    print(
-        f"torch {torch.__version__}, device {device}"
-        + (f" ({torch.cuda.get_device_name(device)}), bf16 autocast" if device.type == "cuda" else f", {torch.get_num_threads()} threads")
-    )
+    cuda_note = ", bf16 autocast" if device.type == "cuda" else ""
+    print(describe_device(device) + cuda_note)
     print(
         f"B={args.batch}, T={args.steps}, V={args.vocab}, D={args.dim}, FFN={args.ffn}, H={args.heads}, "
         f"blocks={args.blocks}, dropout={args.dropout}; median of {args.repeats} after {args.warmup} warm-up"
@@ -259,12 +367,20 @@ def main() -> None:
     for name, rate in throughput.items():
         print(f"  {name:22s} {rate:10.0f} tok/s  ({rate / peer:.3f}x)")
     ratio = throughput["ours fused"] / peer
-    print(f"  ours fused / torch = {ratio:.3f}  ({'meets' if ratio >= TARGET else 'MISSES'} the {TARGET}x target)")
+    print(
+        f"  ours fused / torch = {ratio:.3f}  ({'meets' if ratio >= TARGET else 'MISSES'} the {TARGET}x target)"
+    )
 
-    print(f"\ngreedy decoding, B={args.decode_batch}, source T={args.steps}; seconds per decode")
-    print(f"  {'steps':>5}  {'cached':>9}  {'uncached':>9}  {'uncached/cached':>15}")
+    print(
+        f"\ngreedy decoding, B={args.decode_batch}, source T={args.steps}; seconds per decode"
+    )
+    print(
+        f"  {'steps':>5}  {'cached':>9}  {'uncached':>9}  {'uncached/cached':>15}"
+    )
     for num_steps, row in bench_decoding(args, device).items():
-        print(f"  {num_steps:>5}  {row['cached']:9.3f}  {row['uncached']:9.3f}  {row['uncached'] / row['cached']:15.2f}x")
+        print(
+            f"  {num_steps:>5}  {row['cached']:9.3f}  {row['uncached']:9.3f}  {row['uncached'] / row['cached']:15.2f}x"
+        )
 
 
 if __name__ == "__main__":

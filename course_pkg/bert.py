@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from course_pkg.transformer import TransformerEncoderBlock
+from course_pkg.transformer_blocks import TransformerEncoderBlock
 
 # The label of unselected positions (cross_entropy's default ignore_index).
 IGNORE_INDEX = -100

@@ -1,6 +1,7 @@
 """What a computation costs: sequential depth, arithmetic and time.
 
-Chapter "The Transformer" (why it trains faster than an RNN). Time depends on
+Chapter "The Transformer" (why it trains faster than an RNN); the timing
+helpers also serve the timing tables of other chapters and ``bench/``. Time depends on
 the machine and on what else it is doing, so the chapter argues with two
 numbers that do not: the *sequential depth* of a forward pass (the longest
 chain of operations each of which needs the previous one's result, read off the
@@ -10,11 +11,14 @@ too, as an illustration.
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
+
+from course_pkg.checks import check_positive_int
 
 
 def sequential_depth(output: torch.Tensor) -> int:
@@ -65,21 +69,58 @@ def count_flops(fn: Callable[[], object]) -> int:
     return counter.get_total_flops()
 
 
-def fastest_seconds(fn: Callable[[], object], repeats: int = 3) -> float:
-    """The fastest of ``repeats`` timed calls of ``fn()``, after a warm-up.
+def call_seconds(
+    fn: Callable[[], object],
+    repeats: int = 3,
+    device: torch.device | str | None = None,
+) -> list[float]:
+    """Seconds taken by each of ``repeats`` calls of ``fn()``, after one
+    warm-up call.
+
+    Args:
+        fn: a callable with no arguments. repeats: how many timed calls.
+        device: when it is a CUDA device, wait for it before and after each
+            call, so that a call's time is its own.
+    Returns:
+        A list of ``repeats`` durations in seconds.
+    Raises:
+        TypeError: if repeats is not an int.
+        ValueError: if repeats < 1.
+    """
+    check_positive_int("repeats", repeats)
+    cuda = device is not None and torch.device(device).type == "cuda"
+    fn()
+    seconds = []
+    for _ in range(repeats):
+        if cuda:
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        fn()
+        if cuda:
+            torch.cuda.synchronize(device)
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def fastest_seconds(
+    fn: Callable[[], object],
+    repeats: int = 3,
+    device: torch.device | str | None = None,
+) -> float:
+    """The fastest of ``repeats`` timed calls of ``fn()``, after a warm-up
+    (see :func:`call_seconds`).
 
     The minimum is the run least disturbed by other work on the machine; it
     still varies from machine to machine, so use it as an illustration only.
-
-    Raises:
-        ValueError: if repeats < 1.
     """
-    if not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    return min(call_seconds(fn, repeats, device))
+
+
+def median_seconds(
+    fn: Callable[[], object],
+    repeats: int = 5,
+    device: torch.device | str | None = None,
+) -> float:
+    """The median of :func:`call_seconds` (the middle call for an odd
+    ``repeats``): an illustration, like :func:`fastest_seconds`."""
+    return statistics.median(call_seconds(fn, repeats, device))

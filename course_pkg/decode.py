@@ -2,9 +2,14 @@
 
 Chapters "The encoder–decoder architecture" (greedy decoding), "Bahdanau
 attention" (attention weights collected while decoding) and "The Transformer".
-Every function here works with any :class:`course_pkg.seq2seq.EncoderDecoder`
-whose decoder follows the contract stated in :mod:`course_pkg.seq2seq`:
-``decoder(X (B, t), state) -> (Y (B, t, V), new_state)``.
+Every function here works with any
+:class:`course_pkg.encoder_decoder.EncoderDecoder` whose decoder follows the
+contract stated in :mod:`course_pkg.encoder_decoder`:
+``decoder(X (B, Q), state) -> (Y (B, Q, V), new_state)``.
+
+Shape letters (see the package docstring): ``B`` batch, ``T`` source length,
+``S`` generated tokens, ``V`` target vocabulary; the beam width is spelled
+``beam_size``.
 
 Conventions. Output token tensors do not include <bos>. A hypothesis ends with
 its first <eos>, which is kept; when hypotheses of one batch end at different
@@ -15,75 +20,19 @@ id is needed, and cutting at the first <eos> recovers every hypothesis).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course_pkg.checks import (
+    check_positive_int,
+    check_tensor,
+    check_token_ids,
+    check_valid_lens,
+)
 from course_pkg.data import source_array
-
-# ---------------------------------------------------------- checks and helpers
-
-
-def _check_src(src: torch.Tensor, src_valid_len: torch.Tensor | None) -> None:
-    if not isinstance(src, torch.Tensor) or src.dim() != 2:
-        raise ValueError(
-            f"src must be a tensor of token ids with shape (B, T_src), got {getattr(src, 'shape', type(src))}"
-        )
-    if (
-        src.dtype.is_floating_point
-        or src.dtype.is_complex
-        or src.dtype == torch.bool
-    ):
-        raise TypeError(
-            f"src must hold integer token ids, got dtype {src.dtype}"
-        )
-    if src_valid_len is not None and (
-        not isinstance(src_valid_len, torch.Tensor)
-        or tuple(src_valid_len.shape) != (src.shape[0],)
-    ):
-        raise ValueError(
-            f"src_valid_len must be a tensor of shape (B,)=({src.shape[0]},), got {getattr(src_valid_len, 'shape', type(src_valid_len))}"
-        )
-
-
-def _check_num_steps(num_steps: int) -> None:
-    if not isinstance(num_steps, int) or num_steps < 1:
-        raise ValueError(f"num_steps must be an int >= 1, got {num_steps!r}")
-
-
-def _decoder_weights(model: nn.Module) -> torch.Tensor | None:
-    """The decoder's (B, t, T_src) attention weights (last call), or None."""
-    weights = getattr(model.decoder, "attention_weights", None)
-    return (
-        weights
-        if isinstance(weights, torch.Tensor) and weights.dim() == 3
-        else None
-    )
-
-
-class _eval_mode:
-    """Eval mode and no autograd inside; the model's mode restored after."""
-
-    def __init__(self, model: nn.Module):
-        self.model, self.was_training = model, model.training
-        self.no_grad = torch.no_grad()
-
-    def __enter__(self) -> None:
-        self.model.eval()
-        self.no_grad.__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.no_grad.__exit__(*exc)
-        self.model.train(self.was_training)
-
-
-def _log_softmax(Y: torch.Tensor) -> torch.Tensor:
-    """log_softmax over the last axis, in float32 at least (bf16 is coarse)."""
-    return F.log_softmax(
-        Y.to(torch.promote_types(Y.dtype, torch.float32)), dim=-1
-    )
 
 
 def cut_at_eos(tokens: list[int], eos: int) -> list[int]:
@@ -129,7 +78,7 @@ def greedy_decode(
             shape, num_steps < 1.
     """
     _check_src(src, src_valid_len)
-    _check_num_steps(num_steps)
+    check_positive_int("num_steps", num_steps)
     batch_size = src.shape[0]
     with _eval_mode(model):
         enc_all_outputs = model.encoder(src, src_valid_len)
@@ -193,13 +142,11 @@ def sequence_log_prob(
         TypeError/ValueError: on inputs of the wrong type or shape.
     """
     _check_src(src, src_valid_len)
-    if (
-        not isinstance(tokens, torch.Tensor)
-        or tokens.dim() != 2
-        or tokens.shape[0] != src.shape[0]
-    ):
+    check_tensor("tokens", tokens, 2, "(B, S)")
+    if tokens.shape[0] != src.shape[0]:
         raise ValueError(
-            f"tokens must have shape (B, S) with B={src.shape[0]}, got {getattr(tokens, 'shape', None)}"
+            f"tokens must have shape (B, S) with B={src.shape[0]}, "
+            f"got {tuple(tokens.shape)}"
         )
     tokens = tokens.long()
     dec_in = torch.cat(
@@ -220,24 +167,33 @@ def sequence_log_prob(
 # ----------------------------------------------------------------- beam search
 
 
+class _Beam(NamedTuple):
+    """The settings of one search (see :func:`beam_search`)."""
+
+    bos: int
+    eos: int
+    num_steps: int
+    beam_size: int
+    alpha: float
+
+
 def _beam_search_one(
     model: nn.Module,
     src: torch.Tensor,
     src_valid_len: torch.Tensor,
-    bos: int,
-    eos: int,
-    num_steps: int,
-    beam_size: int,
-    alpha: float,
+    beam: _Beam,
 ) -> list[int]:
-    """Beam search for one source (1, T_src): the best hypothesis' ids.
+    """Beam search for one source (1, T): the best hypothesis' ids.
 
     The ids end with <eos> if the hypothesis finished.
     """
+    bos, eos, num_steps, beam_size, alpha = beam
     device = src.device
     repeated_len = src_valid_len.expand(beam_size)
     enc_all_outputs = model.encoder(src.expand(beam_size, -1), repeated_len)
-    prefixes = torch.full((beam_size, 1), bos, device=device)  # (k, 1 + t)
+    prefixes = torch.full(
+        (beam_size, 1), bos, device=device
+    )  # (beam_size, 1 + s)
     # Summed log-probabilities, in float64 (MPS has none) so long sums lose
     # nothing. Only row 0 is a real hypothesis at the start; -inf rows never
     # win a place.
@@ -250,9 +206,11 @@ def _beam_search_one(
         # re-reading the prefixes.
         state = model.decoder.init_state(enc_all_outputs, repeated_len)
         Y, _ = model.decoder(prefixes, state)
-        log_probs = _log_softmax(Y[:, -1])  # (k, V)
+        log_probs = _log_softmax(Y[:, -1])  # (beam_size, V)
         vocab_size = log_probs.shape[-1]
-        candidates = (scores[:, None] + log_probs).reshape(-1)  # (k * V,)
+        candidates = (scores[:, None] + log_probs).reshape(
+            -1
+        )  # (beam_size * V,)
         top = candidates.topk(min(beam_size, candidates.numel()))
         alive = []  # (row, token, score) of the extensions that go on
         for score, flat_id in zip(top.values.tolist(), top.indices.tolist()):
@@ -312,7 +270,7 @@ def beam_search(
             searched on its own).
         src_valid_len: (B,). bos, eos: target ids. num_steps: most tokens to
             generate.
-        beam_size: k >= 1 (k = 1 is greedy decoding). alpha:
+        beam_size: >= 1 (1 is greedy decoding). alpha:
             length-normalisation exponent (0: none).
     Returns:
         (B, S) long tokens, S <= num_steps, <eos>-filled after each row's first
@@ -322,22 +280,15 @@ def beam_search(
             num_steps < 1, beam_size < 1, alpha < 0.
     """
     _check_src(src, src_valid_len)
-    _check_num_steps(num_steps)
-    if not isinstance(beam_size, int) or beam_size < 1:
-        raise ValueError(f"beam_size must be an int >= 1, got {beam_size!r}")
+    check_positive_int("num_steps", num_steps)
+    check_positive_int("beam_size", beam_size)
     if alpha < 0:
         raise ValueError(f"alpha must be >= 0, got {alpha}")
+    beam = _Beam(bos, eos, num_steps, beam_size, alpha)
     with _eval_mode(model):
         hypotheses = [
             _beam_search_one(
-                model,
-                src[b : b + 1],
-                src_valid_len[b : b + 1],
-                bos,
-                eos,
-                num_steps,
-                beam_size,
-                alpha,
+                model, src[b : b + 1], src_valid_len[b : b + 1], beam
             )
             for b in range(src.shape[0])
         ]
@@ -394,3 +345,46 @@ def translate(
         tgt_vocab.to_tokens(cut_at_eos(row, tgt_vocab.eos))
         for row in tokens.tolist()
     ]
+
+
+# ------------------------------------------------------------ private helpers
+
+
+def _check_src(src: Any, src_valid_len: Any) -> None:
+    check_token_ids("src", src, None)
+    check_valid_lens(
+        "src_valid_len", src_valid_len, src.shape[0], src.shape[1]
+    )
+
+
+def _decoder_weights(model: nn.Module) -> torch.Tensor | None:
+    """The decoder's (B, t, T_src) attention weights (last call), or None."""
+    weights = getattr(model.decoder, "attention_weights", None)
+    return (
+        weights
+        if isinstance(weights, torch.Tensor) and weights.dim() == 3
+        else None
+    )
+
+
+class _eval_mode:
+    """Eval mode and no autograd inside; the model's mode restored after."""
+
+    def __init__(self, model: nn.Module):
+        self.model, self.was_training = model, model.training
+        self.no_grad = torch.no_grad()
+
+    def __enter__(self) -> None:
+        self.model.eval()
+        self.no_grad.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.no_grad.__exit__(*exc)
+        self.model.train(self.was_training)
+
+
+def _log_softmax(Y: torch.Tensor) -> torch.Tensor:
+    """log_softmax over the last axis, in float32 at least (bf16 is coarse)."""
+    return F.log_softmax(
+        Y.to(torch.promote_types(Y.dtype, torch.float32)), dim=-1
+    )

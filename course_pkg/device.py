@@ -67,3 +67,20 @@ def seed_everything(seed: int = 0) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)  # also seeds every CUDA device
+
+
+def describe_device(device: torch.device | str) -> str:
+    """One line that says what runs the code: torch's version, the device,
+    the GPU's name or the number of CPU threads (for benchmark headers).
+
+    Args:
+        device: the device the code runs on.
+    Returns:
+        E.g. ``"torch 2.14.1, device cpu, 2 threads"``.
+    """
+    device = torch.device(device)
+    if device.type == "cuda":
+        where = f" ({torch.cuda.get_device_name(device)})"
+    else:
+        where = f", {torch.get_num_threads()} threads"
+    return f"torch {torch.__version__}, device {device}{where}"

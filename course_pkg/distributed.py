@@ -35,18 +35,24 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-from course_pkg.data import english_french_corpus, translation_dataloaders
+from course_pkg.corpus import english_french_corpus
+from course_pkg.data import translation_dataloaders
 from course_pkg.device import seed_everything
-from course_pkg.train import SETTINGS, masked_cross_entropy, seq2seq_model
+from course_pkg.seq2seq import SETTINGS, seq2seq_model
+from course_pkg.train import masked_cross_entropy
 from course_pkg.transformer import Transformer
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
-# The sizes of the chapter "The Transformer".
-TRANSFORMER_SIZES = dict(num_hiddens=32, ffn_num_hiddens=128, num_heads=4, num_blks=2, dropout=0.0)
 
 # What torchrun sets for every rank; MASTER_* say where rank 0 waits for the others.
-RENDEZVOUS_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+RENDEZVOUS_VARIABLES = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+)
 
 # ---------------------------------------------------------------------------------------------
 # The process group
@@ -69,10 +75,14 @@ def _int_variable(name: str) -> int:
     try:
         return int(value)
     except ValueError:
-        raise ValueError(f"environment variable {name} must be an integer, got {value!r}") from None
+        raise ValueError(
+            f"environment variable {name} must be an integer, got {value!r}"
+        ) from None
 
 
-def setup_process_group(device_type: str | None = None, timeout_s: float = 120.0) -> RankInfo:
+def setup_process_group(
+    device_type: str | None = None, timeout_s: float = 120.0
+) -> RankInfo:
     """Join the process group that ``torchrun`` describes in the environment.
 
     Args:
@@ -94,12 +104,18 @@ def setup_process_group(device_type: str | None = None, timeout_s: float = 120.0
             "(e.g. torchrun --nproc_per_node=2 -m course_pkg.distributed) or set "
             f"{', '.join(RENDEZVOUS_VARIABLES)} yourself"
         )
-    rank, world_size, local_rank = (_int_variable(n) for n in ("RANK", "WORLD_SIZE", "LOCAL_RANK"))
+    rank, world_size, local_rank = (
+        _int_variable(n) for n in ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+    )
     _int_variable("MASTER_PORT")
     if not 0 <= rank < world_size:
-        raise ValueError(f"RANK must be in [0, WORLD_SIZE={world_size}), got {rank}")
+        raise ValueError(
+            f"RANK must be in [0, WORLD_SIZE={world_size}), got {rank}"
+        )
     if device_type not in (None, "cpu", "cuda"):
-        raise ValueError(f"device_type must be None, 'cpu' or 'cuda', got {device_type!r}")
+        raise ValueError(
+            f"device_type must be None, 'cpu' or 'cuda', got {device_type!r}"
+        )
     local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
     num_gpus = torch.cuda.device_count()
     if device_type is None:
@@ -110,14 +126,21 @@ def setup_process_group(device_type: str | None = None, timeout_s: float = 120.0
             f"but {num_gpus} GPU(s); start fewer processes or use device_type='cpu' (gloo)"
         )
     if dist.is_initialized():
-        raise RuntimeError("this process is already in a process group; call teardown_process_group() first")
+        raise RuntimeError(
+            "this process is already in a process group; call teardown_process_group() first"
+        )
     if device_type == "cuda":
         device, backend = torch.device("cuda", local_rank), "nccl"
         torch.cuda.set_device(device)
     else:
         device, backend = torch.device("cpu"), "gloo"
-    dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size,
-                            timeout=datetime.timedelta(seconds=timeout_s))
+    dist.init_process_group(
+        backend,
+        init_method="env://",
+        rank=rank,
+        world_size=world_size,
+        timeout=datetime.timedelta(seconds=timeout_s),
+    )
     return RankInfo(rank, world_size, local_rank, device, backend)
 
 
@@ -155,8 +178,13 @@ def free_port() -> int:
 # ---------------------------------------------------------------------------------------------
 
 
-def sharded_loader(dataset: Dataset, global_batch_size: int, rank: int, world_size: int,
-                   seed: int = 0) -> DataLoader:
+def sharded_loader(
+    dataset: Dataset,
+    global_batch_size: int,
+    rank: int,
+    world_size: int,
+    seed: int = 0,
+) -> DataLoader:
     """Batches of this rank's shard: each global batch of G examples split into p of G / p.
 
     A ``DistributedSampler`` shuffles all indices with ``seed + epoch`` (the same permutation on
@@ -179,14 +207,29 @@ def sharded_loader(dataset: Dataset, global_batch_size: int, rank: int, world_si
             divide global_batch_size.
     """
     if world_size < 1 or not 0 <= rank < world_size:
-        raise ValueError(f"need world_size >= 1 and rank in [0, world_size), got rank={rank}, "
-                         f"world_size={world_size}")
+        raise ValueError(
+            f"need world_size >= 1 and rank in [0, world_size), got rank={rank}, "
+            f"world_size={world_size}"
+        )
     if global_batch_size < 1 or global_batch_size % world_size:
-        raise ValueError(f"the world size ({world_size}) must divide the global batch size, got "
-                         f"global_batch_size={global_batch_size}; choose a multiple of {world_size}")
-    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed,
-                                 drop_last=True)
-    return DataLoader(dataset, batch_size=global_batch_size // world_size, sampler=sampler, drop_last=True)
+        raise ValueError(
+            f"the world size ({world_size}) must divide the global batch size, got "
+            f"global_batch_size={global_batch_size}; choose a multiple of {world_size}"
+        )
+    sampler = DistributedSampler(
+        dataset,
+        num_replicas=world_size,
+        rank=rank,
+        shuffle=True,
+        seed=seed,
+        drop_last=True,
+    )
+    return DataLoader(
+        dataset,
+        batch_size=global_batch_size // world_size,
+        sampler=sampler,
+        drop_last=True,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -209,7 +252,9 @@ def all_reduce_gradients(model: nn.Module) -> None:
         RuntimeError: if no process group is initialised.
     """
     if not dist.is_initialized():
-        raise RuntimeError("all_reduce_gradients needs a process group: call setup_process_group() first")
+        raise RuntimeError(
+            "all_reduce_gradients needs a process group: call setup_process_group() first"
+        )
     for param in model.parameters():
         if param.requires_grad:
             if param.grad is None:
@@ -217,8 +262,15 @@ def all_reduce_gradients(model: nn.Module) -> None:
             dist.all_reduce(param.grad, op=dist.ReduceOp.SUM)
 
 
-def train_step(model: nn.Module, micro_batches: Sequence[Batch], optimizer: torch.optim.Optimizer,
-               pad: int, *, grad_clip: float | None = None, all_reduce_by_hand: bool = False) -> float:
+def train_step(
+    model: nn.Module,
+    micro_batches: Sequence[Batch],
+    optimizer: torch.optim.Optimizer,
+    pad: int,
+    *,
+    grad_clip: float | None = None,
+    all_reduce_by_hand: bool = False,
+) -> float:
     """One optimizer step on this rank's micro-batches, as a part of a global batch.
 
     The loss is the mean cross-entropy over the non-pad target tokens of the *global* batch (all
@@ -246,7 +298,9 @@ def train_step(model: nn.Module, micro_batches: Sequence[Batch], optimizer: torc
     is_ddp = isinstance(model, DistributedDataParallel)
     distributed = dist.is_available() and dist.is_initialized()
     if all_reduce_by_hand and (is_ddp or not distributed):
-        raise ValueError("all_reduce_by_hand=True needs a plain (not DDP) model and a process group")
+        raise ValueError(
+            "all_reduce_by_hand=True needs a plain (not DDP) model and a process group"
+        )
     token_counts = [(tgt_out != pad).sum() for *_, tgt_out in micro_batches]
     global_tokens = torch.stack(token_counts).sum()
     if distributed:
@@ -258,11 +312,17 @@ def train_step(model: nn.Module, micro_batches: Sequence[Batch], optimizer: torc
     for i, (src, src_valid_len, tgt_in, tgt_out) in enumerate(micro_batches):
         # With DDP, gradients are all-reduced only on the last micro-batch's backward.
         last = i == len(micro_batches) - 1
-        with model.no_sync() if is_ddp and not last else contextlib.nullcontext():
+        with (
+            model.no_sync()
+            if is_ddp and not last
+            else contextlib.nullcontext()
+        ):
             Y_hat = model(src, tgt_in, src_valid_len)  # (B, T, V)
             loss = masked_cross_entropy(Y_hat, tgt_out, pad)
             # the share in the loss's dtype: a float32 share would limit float64 runs to 1e-8
-            loss = loss * (token_counts[i].to(loss.dtype) / global_tokens.to(loss.dtype))
+            loss = loss * (
+                token_counts[i].to(loss.dtype) / global_tokens.to(loss.dtype)
+            )
             (loss * scale).backward()
         losses.append(loss.detach())
     if all_reduce_by_hand:
@@ -281,22 +341,29 @@ def train_step(model: nn.Module, micro_batches: Sequence[Batch], optimizer: torc
 # ---------------------------------------------------------------------------------------------
 
 
-def build_model(name: str, src_vocab_size: int, tgt_vocab_size: int) -> nn.Module:
+def build_model(
+    name: str, src_vocab_size: int, tgt_vocab_size: int
+) -> nn.Module:
     """A course model on the CPU: ``"transformer"`` (the chapter's sizes), ``"gru"`` or ``"bahdanau"``.
 
     Raises:
         ValueError: if name is none of the three.
     """
     if name == "transformer":
-        model = Transformer(src_vocab_size, tgt_vocab_size, **TRANSFORMER_SIZES)
-        model.need_weights = False  # training never reads attention weights: fused path
-        return model
+        # The chapter's sizes; in training mode it takes the fused path.
+        return Transformer.from_settings(src_vocab_size, tgt_vocab_size)
     if name in ("gru", "bahdanau"):
-        return seq2seq_model(name == "bahdanau", src_vocab_size, tgt_vocab_size)
-    raise ValueError(f"model must be 'transformer', 'gru' or 'bahdanau', got {name!r}")
+        return seq2seq_model(
+            name == "bahdanau", src_vocab_size, tgt_vocab_size
+        )
+    raise ValueError(
+        f"model must be 'transformer', 'gru' or 'bahdanau', got {name!r}"
+    )
 
 
-def train_data_parallel(args: argparse.Namespace, info: RankInfo | None = None, sync: str = "ddp") -> dict:
+def train_data_parallel(
+    args: argparse.Namespace, info: RankInfo | None = None, sync: str = "ddp"
+) -> dict:
     """Train ``args.model`` on this rank's shards (every rank runs this); flags as in :func:`main`.
 
     Args:
@@ -319,17 +386,28 @@ def train_data_parallel(args: argparse.Namespace, info: RankInfo | None = None, 
     pad = data.tgt_vocab.pad
     seed_everything(args.seed)
     dtype = getattr(torch, args.dtype)
-    model = build_model(args.model, len(data.src_vocab), len(data.tgt_vocab)).to(device, dtype)
+    model = build_model(
+        args.model, len(data.src_vocab), len(data.tgt_vocab)
+    ).to(device, dtype)
     replica = model
     if info is not None and sync == "ddp":
         # DDP broadcasts rank 0's parameters when it wraps the model.
-        replica = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        replica = DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None
+        )
     elif info is not None:
         broadcast_parameters(model)
-    loader = sharded_loader(data.train.dataset, args.batch_size, rank, world_size, args.seed)
-    optimizer_class = torch.optim.Adam if args.optimizer == "adam" else torch.optim.SGD
+    loader = sharded_loader(
+        data.train.dataset, args.batch_size, rank, world_size, args.seed
+    )
+    optimizer_class = (
+        torch.optim.Adam if args.optimizer == "adam" else torch.optim.SGD
+    )
     optimizer = optimizer_class(model.parameters(), lr=args.lr)
-    step_loss, num_tokens = [], torch.zeros((), dtype=torch.long, device=device)
+    step_loss, num_tokens = (
+        [],
+        torch.zeros((), dtype=torch.long, device=device),
+    )
     replica.train()
     start = time.perf_counter()
     for epoch in range(args.epochs):
@@ -338,41 +416,92 @@ def train_data_parallel(args: argparse.Namespace, info: RankInfo | None = None, 
             if args.max_steps is not None and step >= args.max_steps:
                 break
             batch = tuple(tensor.to(device) for tensor in batch)
-            step_loss.append(train_step(replica, [batch], optimizer, pad, grad_clip=args.grad_clip,
-                                        all_reduce_by_hand=info is not None and sync == "hand"))
+            step_loss.append(
+                train_step(
+                    replica,
+                    [batch],
+                    optimizer,
+                    pad,
+                    grad_clip=args.grad_clip,
+                    all_reduce_by_hand=info is not None and sync == "hand",
+                )
+            )
             num_tokens += (batch[3] != pad).sum()
     if info is not None:
         dist.all_reduce(num_tokens)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds = time.perf_counter() - start
-    return {"step_loss": step_loss, "tokens_per_s": int(num_tokens) / seconds, "seconds": seconds,
-            "model": model}
+    return {
+        "step_loss": step_loss,
+        "tokens_per_s": int(num_tokens) / seconds,
+        "seconds": seconds,
+        "model": model,
+    }
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command-line flags of :func:`main` (``--help`` lists them)."""
-    parser = argparse.ArgumentParser(prog="torchrun --nproc_per_node=P -m course_pkg.distributed",
-                                     description="Data-parallel training of a course model.")
-    parser.add_argument("--model", choices=("transformer", "gru", "bahdanau"), default="transformer")
+    parser = argparse.ArgumentParser(
+        prog="torchrun --nproc_per_node=P -m course_pkg.distributed",
+        description="Data-parallel training of a course model.",
+    )
+    parser.add_argument(
+        "--model",
+        choices=("transformer", "gru", "bahdanau"),
+        default="transformer",
+    )
     parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--max-steps", type=int, default=None, help="stop each epoch after this many steps")
-    parser.add_argument("--batch-size", type=int, default=SETTINGS.batch_size, help="global batch size G")
+    parser.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        help="stop each epoch after this many steps",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=SETTINGS.batch_size,
+        help="global batch size G",
+    )
     parser.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
-    parser.add_argument("--dtype", choices=("float32", "float64"), default="float32",
-                        help="of the parameters (float64: to check the equality of runs beyond rounding)")
+    parser.add_argument(
+        "--dtype",
+        choices=("float32", "float64"),
+        default="float32",
+        help="of the parameters (float64: to check the equality of runs beyond rounding)",
+    )
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--grad-clip", type=float, default=SETTINGS.grad_clip)
-    parser.add_argument("--sync", choices=("ddp", "hand"), nargs="+", default=["ddp"],
-                        help="DistributedDataParallel and/or the hand-written all-reduce, trained in turn")
-    parser.add_argument("--device", choices=("cpu", "cuda"), default=None,
-                        help="default: CUDA if there is a GPU per rank, else the CPU")
-    parser.add_argument("--num-pairs", type=int, default=8000, help="size of the generated corpus")
+    parser.add_argument(
+        "--sync",
+        choices=("ddp", "hand"),
+        nargs="+",
+        default=["ddp"],
+        help="DistributedDataParallel and/or the hand-written all-reduce, trained in turn",
+    )
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default=None,
+        help="default: CUDA if there is a GPU per rank, else the CPU",
+    )
+    parser.add_argument(
+        "--num-pairs",
+        type=int,
+        default=8000,
+        help="size of the generated corpus",
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1, help="CPU threads per process")
-    parser.add_argument("--save", default=None,
-                        help="rank 0 saves {sync: {'model': state_dict, 'step_loss': [...], "
-                             "'tokens_per_s': float}} to this file")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="CPU threads per process"
+    )
+    parser.add_argument(
+        "--save",
+        default=None,
+        help="rank 0 saves {sync: {'model': state_dict, 'step_loss': [...], "
+        "'tokens_per_s': float}} to this file",
+    )
     return parser.parse_args(argv)
 
 
@@ -384,13 +513,22 @@ def main(argv: Sequence[str] | None = None) -> None:
         trained = {}
         for sync in args.sync:
             result = train_data_parallel(args, info, sync)
-            trained[sync] = {"model": {name: t.cpu() for name, t in result["model"].state_dict().items()},
-                             "step_loss": result["step_loss"], "tokens_per_s": result["tokens_per_s"]}
+            trained[sync] = {
+                "model": {
+                    name: t.cpu()
+                    for name, t in result["model"].state_dict().items()
+                },
+                "step_loss": result["step_loss"],
+                "tokens_per_s": result["tokens_per_s"],
+            }
             if info.rank == 0:
                 losses = result["step_loss"]
-                print(f"world size {info.world_size} ({info.backend}, {sync}), {args.model}: "
-                      f"{len(losses)} steps of {args.batch_size} pairs, loss {losses[0]:.3f} -> "
-                      f"{losses[-1]:.3f}, {result['tokens_per_s']:,.0f} tokens/s", flush=True)
+                print(
+                    f"world size {info.world_size} ({info.backend}, {sync}), {args.model}: "
+                    f"{len(losses)} steps of {args.batch_size} pairs, loss {losses[0]:.3f} -> "
+                    f"{losses[-1]:.3f}, {result['tokens_per_s']:,.0f} tokens/s",
+                    flush=True,
+                )
         if info.rank == 0 and args.save:
             torch.save(trained, args.save)
 

@@ -14,7 +14,7 @@ Chapter: "Attention at scale".
 Shape letters: ``B`` batch, ``H`` heads, ``Q`` queries, ``K`` key-value
 pairs, ``D`` model width (``num_hiddens``), ``d`` width of one head.
 
-Masks follow :func:`course_pkg.attention.masked_softmax`: ``valid_lens`` is
+Masks follow :func:`course_pkg.masks.masked_softmax`: ``valid_lens`` is
 None, (B,) or (B, Q) numbers of valid keys (values checked on the CPU only);
 ``causal`` lets query i see keys 0..i + (K - Q); a query with no valid key
 gets weight 0 on every key, so its output is zeros, never NaN.
@@ -27,7 +27,7 @@ import math
 import torch
 from torch import nn
 
-from course_pkg.attention import masked_softmax
+from course_pkg.masks import masked_softmax
 from course_pkg.rotary import RotaryEmbedding
 
 # ---------------------------------------------------------------- input checks

@@ -26,11 +26,13 @@ import math
 import torch
 from torch import nn
 
+from course_pkg.attention import KVCache
+from course_pkg.checks import check_token_ids
 from course_pkg.positional import LearnedPositionalEncoding, PositionalEncoding
-from course_pkg.seq2seq import check_token_ids
-from course_pkg.transformer import TransformerEncoderBlock
+from course_pkg.transformer_blocks import TransformerEncoderBlock
 
-KVCache = list[tuple[torch.Tensor, torch.Tensor]]
+# One KVCache per block, in block order.
+GPTCache = list[KVCache]
 POSITIONAL = ("sinusoidal", "learned", "none")
 
 # ------------------------------------------------------------------ the model
@@ -47,32 +49,28 @@ class GPTBlock(TransformerEncoderBlock):
     def forward(
         self,
         X: torch.Tensor,
-        cache: tuple[torch.Tensor, torch.Tensor] | None = None,
+        cache: KVCache | None = None,
         *,
         need_weights: bool = True,
-    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    ) -> tuple[torch.Tensor, KVCache]:
         """Run the block on t new positions.
 
         Args:
             X: (B, t, D) block inputs at the new positions.
-            cache: None, or ``(keys (B, k - t, D), values (B, k - t, D))``,
-                the projected keys and values of the positions before.
+            cache: None, or the :class:`~course_pkg.attention.KVCache` of the
+                k - t positions before (keys and values (B, k - t, D)).
             need_weights: explicit attention path (keeps the weights) or
                 fused path.
         Returns:
-            (B, t, D) outputs and ``(keys (B, k, D), values (B, k, D))``,
-            the cache extended by the new positions.
+            (B, t, D) outputs and the cache extended by the new positions
+            (keys and values (B, k, D)).
         """
-        keys = self.attention.W_k(X)  # (B, t, D)
-        values = self.attention.W_v(X)  # (B, t, D)
-        if cache is not None:
-            keys = torch.cat([cache[0], keys], dim=1)  # (B, k, D)
-            values = torch.cat([cache[1], values], dim=1)  # (B, k, D)
-        attended = self.attention.attend_projected(
-            X, keys, values, causal=True, need_weights=need_weights
+        cache = self.attention.cache(X, X, past=cache)  # (B, k, D) each
+        attended = self.attention.attend(
+            X, cache, causal=True, need_weights=need_weights
         )  # (B, t, D)
         Y = self.addnorm1(X, attended)
-        return self.addnorm2(Y, self.ffn(Y)), (keys, values)
+        return self.addnorm2(Y, self.ffn(Y)), cache
 
 
 class GPT(nn.Module):
@@ -157,10 +155,10 @@ class GPT(nn.Module):
     def forward_with_cache(
         self,
         X: torch.Tensor,
-        cache: KVCache | None = None,
+        cache: GPTCache | None = None,
         *,
         need_weights: bool | None = None,
-    ) -> tuple[torch.Tensor, KVCache]:
+    ) -> tuple[torch.Tensor, GPTCache]:
         """Scores for t new positions, given the cache of those before.
 
         Args:
@@ -175,7 +173,7 @@ class GPT(nn.Module):
                 the cache does not match the model or X's batch, or k
                 exceeds max_len.
         """
-        check_token_ids("X", X, self.vocab_size)
+        check_token_ids("X", X, self.vocab_size, min_steps=1)
         offset = self._check_cache(cache, X.shape[0])
         if offset + X.shape[1] > self.max_len:
             raise ValueError(
@@ -190,7 +188,7 @@ class GPT(nn.Module):
             H = self.dropout(H)
         else:
             H = self.pos_encoding(H, offset)
-        new_cache: KVCache = []
+        new_cache: GPTCache = []
         for i, blk in enumerate(self.blks):
             H, blk_cache = blk(
                 H,
@@ -203,7 +201,7 @@ class GPT(nn.Module):
         ]
         return self.dense(H), new_cache
 
-    def _check_cache(self, cache: KVCache | None, batch_size: int) -> int:
+    def _check_cache(self, cache: GPTCache | None, batch_size: int) -> int:
         """The number of cached positions k - t; refuses a foreign cache."""
         if cache is None:
             return 0
@@ -335,7 +333,7 @@ def generate(
     """
     if not isinstance(model, GPT):
         raise TypeError(f"model must be a GPT, got {type(model).__name__}")
-    check_token_ids("prompt", prompt, model.vocab_size)
+    check_token_ids("prompt", prompt, model.vocab_size, min_steps=1)
     if prompt.shape[1] > model.max_len:
         raise ValueError(
             f"prompt has length {prompt.shape[1]}, more than the model's "

@@ -22,21 +22,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
+
+from course_pkg.checks import (
+    check_float_dtype,
+    check_positive_number,
+    check_tensor,
+    check_tensor_type,
+)
 
 # --------------------------------------------------------------------- kernels
 # Each kernel is a function of the scaled distance u = (q - k) / width. They
 # are left unnormalised, with value 1 at u = 0: a constant factor cancels in
 # the attention weights.
-
-
-def _check_tensor(name: str, value) -> None:
-    if not isinstance(value, torch.Tensor):
-        raise TypeError(
-            f"{name} must be a torch.Tensor, got {type(value).__name__}"
-        )
 
 
 def gaussian(u: torch.Tensor) -> torch.Tensor:
@@ -50,7 +51,7 @@ def gaussian(u: torch.Tensor) -> torch.Tensor:
     Raises:
         TypeError: if u is not a tensor.
     """
-    _check_tensor("u", u)
+    check_tensor_type("u", u)
     return torch.exp(-(u**2) / 2)
 
 
@@ -65,7 +66,7 @@ def boxcar(u: torch.Tensor) -> torch.Tensor:
     Raises:
         TypeError: if u is not a tensor.
     """
-    _check_tensor("u", u)
+    check_tensor_type("u", u)
     return (u.abs() < 1).to(u.dtype)
 
 
@@ -80,7 +81,7 @@ def constant(u: torch.Tensor) -> torch.Tensor:
     Raises:
         TypeError: if u is not a tensor.
     """
-    _check_tensor("u", u)
+    check_tensor_type("u", u)
     return torch.ones_like(u)
 
 
@@ -95,7 +96,7 @@ def epanechnikov(u: torch.Tensor) -> torch.Tensor:
     Raises:
         TypeError: if u is not a tensor.
     """
-    _check_tensor("u", u)
+    check_tensor_type("u", u)
     return (1 - u**2).clamp_min(0)
 
 
@@ -109,27 +110,9 @@ KERNELS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 # ------------------------------------------------------- nonparametric pooling
 
 
-def _check_vector(name: str, value, letter: str) -> None:
-    _check_tensor(name, value)
-    if value.dim() != 1:
-        raise ValueError(
-            f"{name} must have shape ({letter},), got {tuple(value.shape)}"
-        )
-    if not value.dtype.is_floating_point:
-        raise TypeError(
-            f"{name} must be a floating-point tensor, got dtype {value.dtype}"
-        )
-
-
-def _check_width(width) -> None:
-    if isinstance(width, bool) or not isinstance(width, (int, float)):
-        raise TypeError(
-            f"width must be a positive number, got {type(width).__name__}"
-        )
-    if not (width > 0 and math.isfinite(width)):
-        raise ValueError(
-            f"width must be a positive finite number, got {width}"
-        )
+def _check_vector(name: str, value: Any, letter: str) -> None:
+    check_tensor(name, value, 1, f"({letter},)")
+    check_float_dtype(name, value)
 
 
 def nadaraya_watson(
@@ -171,7 +154,7 @@ def nadaraya_watson(
         raise ValueError(
             f"kernel must be one of {sorted(KERNELS)}, got {kernel!r}"
         )
-    _check_width(width)
+    check_positive_number("width", width)
     _check_vector("x_train", x_train, "K")
     _check_vector("y_train", y_train, "K")
     _check_vector("x_query", x_query, "Q")
@@ -209,7 +192,7 @@ def target_function(x: torch.Tensor) -> torch.Tensor:
     Returns:
         Tensor of x's shape, dtype and device.
     """
-    _check_tensor("x", x)
+    check_tensor_type("x", x)
     return 2 * torch.sin(x) + x**0.8
 
 
@@ -289,7 +272,7 @@ class NWKernelRegression(nn.Module):
 
     def __init__(self, width: float = 1.0):
         super().__init__()
-        _check_width(width)
+        check_positive_number("width", width)
         self.log_width = nn.Parameter(torch.tensor(math.log(width)))
         self.attention_weights: torch.Tensor | None = None
 
@@ -315,8 +298,8 @@ class NWKernelRegression(nn.Module):
                 not match keys.
         """
         _check_vector("queries", queries, "Q")
-        _check_tensor("keys", keys)
-        _check_tensor("values", values)
+        check_tensor_type("keys", keys)
+        check_tensor_type("values", values)
         num_queries = queries.shape[0]
         if keys.dim() == 1:
             keys = keys.unsqueeze(0).expand(num_queries, -1)  # (Q, K)
@@ -345,7 +328,7 @@ def leave_one_out(x: torch.Tensor) -> torch.Tensor:
     Raises:
         ValueError: if x is not 1-D with at least 2 entries.
     """
-    _check_tensor("x", x)
+    check_tensor_type("x", x)
     if x.dim() != 1 or x.shape[0] < 2:
         raise ValueError(
             f"x must have shape (K,) with K >= 2, got {tuple(x.shape)}"

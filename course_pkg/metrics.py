@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import collections
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 Tokens = Sequence[str] | str
 
@@ -28,12 +28,16 @@ def _as_tokens(tokens: Tokens, name: str) -> list[str]:
     if isinstance(tokens, str):
         return tokens.split()
     if not isinstance(tokens, (list, tuple)):
-        raise TypeError(f"{name} must be a list of tokens or a string, got {type(tokens).__name__}")
+        raise TypeError(
+            f"{name} must be a list of tokens or a string, got {type(tokens).__name__}"
+        )
     return list(tokens)
 
 
 def _ngram_counts(tokens: Sequence[str], n: int) -> collections.Counter:
-    return collections.Counter(tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1))
+    return collections.Counter(
+        tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)
+    )
 
 
 def bleu(pred_tokens: Tokens, label_tokens: Tokens, k: int = 4) -> float:
@@ -68,13 +72,21 @@ def bleu(pred_tokens: Tokens, label_tokens: Tokens, k: int = 4) -> float:
         return 0.0
     score = math.exp(min(0.0, 1 - len_label / len_pred))
     for n in range(1, min(k, len_pred) + 1):
-        pred_counts, label_counts = _ngram_counts(pred, n), _ngram_counts(label, n)
-        num_matches = sum(min(count, label_counts[ngram]) for ngram, count in pred_counts.items())
+        pred_counts, label_counts = (
+            _ngram_counts(pred, n),
+            _ngram_counts(label, n),
+        )
+        num_matches = sum(
+            min(count, label_counts[ngram])
+            for ngram, count in pred_counts.items()
+        )
         score *= math.pow(num_matches / (len_pred - n + 1), math.pow(0.5, n))
     return score
 
 
-def corpus_bleu(hypotheses: Sequence[Tokens], references: Sequence[Tokens], max_n: int = 4) -> float:
+def corpus_bleu(
+    hypotheses: Sequence[Tokens], references: Sequence[Tokens], max_n: int = 4
+) -> float:
     """Corpus BLEU on a 0-1 scale, equal to sacrebleu's ``corpus_bleu(...,
     tokenize="none").score / 100``.
 
@@ -101,8 +113,10 @@ def corpus_bleu(hypotheses: Sequence[Tokens], references: Sequence[Tokens], max_
     if max_n < 1:
         raise ValueError(f"max_n must be >= 1, got {max_n}")
     if len(hypotheses) != len(references):
-        raise ValueError(f"hypotheses and references must have the same length, got {len(hypotheses)} "
-                         f"and {len(references)}")
+        raise ValueError(
+            f"hypotheses and references must have the same length, got {len(hypotheses)} "
+            f"and {len(references)}"
+        )
     matches, totals = [0] * max_n, [0] * max_n
     hyp_len = ref_len = 0
     for i, (hypothesis, reference) in enumerate(zip(hypotheses, references)):
@@ -110,12 +124,20 @@ def corpus_bleu(hypotheses: Sequence[Tokens], references: Sequence[Tokens], max_
         ref = _as_tokens(reference, f"references[{i}]")
         hyp_len, ref_len = hyp_len + len(hyp), ref_len + len(ref)
         for n in range(1, max_n + 1):
-            hyp_counts, ref_counts = _ngram_counts(hyp, n), _ngram_counts(ref, n)
-            matches[n - 1] += sum(min(count, ref_counts[ngram]) for ngram, count in hyp_counts.items())
+            hyp_counts, ref_counts = (
+                _ngram_counts(hyp, n),
+                _ngram_counts(ref, n),
+            )
+            matches[n - 1] += sum(
+                min(count, ref_counts[ngram])
+                for ngram, count in hyp_counts.items()
+            )
             totals[n - 1] += max(0, len(hyp) - n + 1)
     if not any(matches) or not all(totals):
         return 0.0
-    brevity_penalty = math.exp(1 - ref_len / hyp_len) if hyp_len < ref_len else 1.0
+    brevity_penalty = (
+        math.exp(1 - ref_len / hyp_len) if hyp_len < ref_len else 1.0
+    )
     # Precisions in percent, as sacrebleu computes them, so that the two agree
     # to the last bits.
     log_precisions, smoothing = [], 1.0

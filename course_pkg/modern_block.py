@@ -2,7 +2,7 @@
 and pre-norm residual connections.
 
 Chapter: "Attention at scale". The post-norm block of the paper is
-:class:`course_pkg.transformer.TransformerEncoderBlock`:
+:class:`course_pkg.transformer_blocks.TransformerEncoderBlock`:
 ``LayerNorm(X + sublayer(X))``. A pre-norm block normalises each sublayer's
 input instead, ``X + sublayer(norm(X))``, so the residual path from the
 input to the output is the identity and the gradients reach early blocks
@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_pkg.efficient_attention import GroupedQueryAttention
-from course_pkg.transformer import PositionWiseFFN
+from course_pkg.transformer_blocks import PositionWiseFFN
 
 
 def _check_last_dim(X: object, width: int) -> None:
@@ -129,7 +129,7 @@ class PreNormEncoderBlock(nn.Module):
         dropout: on the attention weights and on each sublayer's output.
         use_bias: biases in the attention projections.
         norm: "layer" (``nn.LayerNorm``) or "rms" (:class:`RMSNorm`).
-        ffn: "relu" (:class:`course_pkg.transformer.PositionWiseFFN`) or
+        ffn: "relu" (:class:`course_pkg.transformer_blocks.PositionWiseFFN`) or
             "swiglu" (:class:`SwiGLUFFN`).
         num_kv_heads: key/value heads of the attention (default H).
         rotary: rotary position embedding inside the attention.

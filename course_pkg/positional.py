@@ -11,24 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-
-def _check_input(
-    X: torch.Tensor, num_hiddens: int, max_len: int, offset: int
-) -> None:
-    if not isinstance(X, torch.Tensor):
-        raise TypeError(
-            f"X must be a torch.Tensor of shape (B, T, {num_hiddens}), got {type(X).__name__}"
-        )
-    if X.dim() != 3 or X.shape[-1] != num_hiddens:
-        raise ValueError(
-            f"X must have shape (B, T, {num_hiddens}), got {tuple(X.shape)}"
-        )
-    if offset < 0:
-        raise ValueError(f"offset must be >= 0, got {offset}")
-    if offset + X.shape[1] > max_len:
-        raise ValueError(
-            f"offset + T = {offset} + {X.shape[1]} positions, more than max_len={max_len}"
-        )
+from course_pkg.checks import check_last_dim, check_tensor
 
 
 def sinusoidal_table(max_len: int, num_hiddens: int) -> torch.Tensor:
@@ -116,3 +99,17 @@ class LearnedPositionalEncoding(nn.Module):
         _check_input(X, self.num_hiddens, self.max_len, offset)
         positions = torch.arange(offset, offset + X.shape[1], device=X.device)
         return self.dropout(X + self.embedding(positions)[None].to(X.dtype))
+
+
+def _check_input(
+    X: torch.Tensor, num_hiddens: int, max_len: int, offset: int
+) -> None:
+    check_tensor("X", X, 3, f"(B, T, {num_hiddens})")
+    check_last_dim("X", X, num_hiddens, f"(B, T, {num_hiddens})")
+    if offset < 0:
+        raise ValueError(f"offset must be >= 0, got {offset}")
+    if offset + X.shape[1] > max_len:
+        raise ValueError(
+            f"offset + T = {offset} + {X.shape[1]} positions, "
+            f"more than max_len={max_len}"
+        )

@@ -40,12 +40,8 @@ from course_pkg.bert_data import (
     tense_dataset,
     translation_pairs,
 )
-from course_pkg.data import (
-    Vocab,
-    english_french_corpus,
-    english_sentence_labels,
-    tokenize,
-)
+from course_pkg.corpus import english_french_corpus, english_sentence_labels
+from course_pkg.data import Vocab, tokenize
 
 
 @dataclass(frozen=True)

@@ -1,149 +1,68 @@
-"""The encoder–decoder interface and the GRU models of two chapters.
+"""The GRU encoder–decoders of two chapters, and their settings.
 
-Chapter "The encoder–decoder architecture": an encoder maps a source sequence
-to a state; a decoder turns that state and the target prefix into next-token
-scores. :class:`Seq2SeqEncoder` and :class:`Seq2SeqDecoder` fill in the
-interface with GRUs (Sutskever et al., 2014; Cho et al., 2014). Chapter
-"Bahdanau attention": :class:`Seq2SeqAttentionDecoder` replaces the single
-context vector by an additive-attention read of every encoder output (Bahdanau
-et al., 2015).
-
-The Transformer fills in the same interface, so one training loop
-(:mod:`course_pkg.train`) and one set of decoding functions
-(:mod:`course_pkg.decode`) serve every model.
-
-The decoder contract. ``decoder.forward(X, state)`` takes X (B, t) target ids
-and returns ``(Y, new_state)`` with Y (B, t, V). Feeding a prefix one token at
-a time, each call given the state the previous call returned, gives the same Y
-as one call on the whole prefix from a fresh ``init_state`` (the "cached" and
-"uncached" decoding paths).
+Chapter "The encoder–decoder architecture": :class:`Seq2SeqEncoder` and
+:class:`Seq2SeqDecoder` fill in the interface of
+:mod:`course_pkg.encoder_decoder` with GRUs (Sutskever et al., 2014; Cho et
+al., 2014). Chapter "Bahdanau attention": :class:`Seq2SeqAttentionDecoder`
+replaces the single context vector by an additive-attention read of every
+encoder output (Bahdanau et al., 2015). :class:`Seq2SeqSettings` holds the
+sizes and training budget both chapters (and ``bench/seq2seq.py``) use.
 
 Shapes follow d2l's: the GRUs are time-major, so the encoder returns outputs
-(T, B, D) and a state (L, B, D), with L the number of GRU layers.
+(T, B, D) and a state (L, B, D), with ``L`` the number of GRU layers and
+``E`` the embedding width. Other letters as in the package docstring; ``t``
+counts the target positions fed in one call.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
 
-from course_pkg.attention import AdditiveAttention
-
-# --------------------------------------------------------------- the interface
-
-
-class Encoder(nn.Module):
-    """Base encoder: ``forward(X, *args)`` maps X (B, T) ids to a state."""
-
-    def forward(
-        self, X: torch.Tensor, *args: Any
-    ) -> Any:  # pragma: no cover - abstract
-        raise NotImplementedError
+from course_pkg.checks import check_shape, check_token_ids, check_valid_lens
+from course_pkg.encoder_decoder import Decoder, Encoder, EncoderDecoder
+from course_pkg.scoring import AdditiveAttention
 
 
-class Decoder(nn.Module):
-    """Base decoder: ``init_state(enc_all_outputs, *args)``, then
-    ``forward(X, state) -> (Y, state)``.
+@dataclass(frozen=True)
+class Seq2SeqSettings:
+    """Hyperparameters of the two GRU chapters and ``bench/seq2seq.py``.
 
-    X is (B, T) target ids, Y is (B, T, V) scores over the target vocabulary.
+    One place, so that the chapters and the benchmark cannot drift apart.
+    Both models (plain and Bahdanau) get the same sizes and the same training
+    budget, so the chapter "Bahdanau attention" compares architectures, not
+    budgets.
     """
 
-    def init_state(
-        self, enc_all_outputs: Any, *args: Any
-    ) -> Any:  # pragma: no cover - abstract
-        raise NotImplementedError
+    embed_size: int = 64
+    num_hiddens: int = 128
+    num_layers: int = 1
+    dropout: float = 0.1
+    batch_size: int = 64
+    # num_steps covers all but two of the 6,400 training targets (+ <eos>).
+    num_steps: int = 18
+    lr: float = 0.01
+    # What a 2-core CPU trains in about 10 s (plain) and 25 s (attention).
+    num_epochs: int = 3
+    grad_clip: float = 1.0
+    seed: int = 0
 
-    def forward(
-        self, X: torch.Tensor, state: Any
-    ) -> tuple[torch.Tensor, Any]:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-
-class EncoderDecoder(nn.Module):
-    """An encoder and a decoder trained together.
-
-    Args:
-        encoder: an :class:`Encoder`. decoder: a :class:`Decoder`.
-    """
-
-    def __init__(self, encoder: Encoder, decoder: Decoder):
-        super().__init__()
-        self.encoder, self.decoder = encoder, decoder
-
-    def forward(
-        self, enc_X: torch.Tensor, dec_X: torch.Tensor, *args: Any
-    ) -> torch.Tensor:
-        """enc_X (B, T_src), dec_X (B, T_tgt) ids, args (e.g. source valid
-        lengths (B,)) -> (B, T_tgt, V) scores."""
-        enc_all_outputs = self.encoder(enc_X, *args)
-        dec_state = self.decoder.init_state(enc_all_outputs, *args)
-        return self.decoder(dec_X, dec_state)[0]
+    def as_dict(self) -> dict[str, Any]:
+        """The settings as a plain dict (e.g. to store in a checkpoint)."""
+        return asdict(self)
 
 
-# ---------------------------------------------------------------- input checks
-
-
-def check_token_ids(name: str, X: torch.Tensor, vocab_size: int) -> None:
-    """Refuse anything but a (B, T) integer tensor with T >= 1 (and, on the
-    CPU, with ids below vocab_size).
-
-    Raises:
-        TypeError: if X is not a tensor of an integer dtype.
-        ValueError: if X is not 2-D, has no time step, or (on the CPU) holds an
-            id outside [0, V).
-    """
-    if not isinstance(X, torch.Tensor):
-        raise TypeError(
-            f"{name} must be a torch.Tensor of token ids with shape (B, T), got {type(X).__name__}"
-        )
-    if (
-        X.dtype.is_floating_point
-        or X.dtype.is_complex
-        or X.dtype == torch.bool
-    ):
-        raise TypeError(
-            f"{name} must hold integer token ids (torch.long), got dtype {X.dtype}"
-        )
-    if X.dim() != 2:
-        raise ValueError(
-            f"{name} must have shape (B, T), got {tuple(X.shape)}"
-        )
-    if X.shape[1] == 0:
-        raise ValueError(
-            f"{name} must have at least one time step, got shape {tuple(X.shape)}"
-        )
-    # Reading values costs a device sync on a GPU and is impossible on meta
-    # (see course_pkg.attention).
-    if X.device.type == "cpu" and X.numel() > 0:
-        low, high = int(X.min()), int(X.max())
-        if low < 0 or high >= vocab_size:
-            raise ValueError(
-                f"{name} must hold ids in [0, {vocab_size}), got values in [{low}, {high}]"
-            )
-
-
-def _check_state_tensor(
-    name: str, tensor: Any, shape: tuple[int, ...], letters: str
-) -> None:
-    if not isinstance(tensor, torch.Tensor):
-        raise TypeError(
-            f"state's {name} must be a torch.Tensor of shape {letters}, got {type(tensor).__name__}"
-        )
-    if tuple(tensor.shape) != shape:
-        raise ValueError(
-            f"state's {name} must have shape {letters}={shape}, got {tuple(tensor.shape)}"
-        )
+SETTINGS = Seq2SeqSettings()
 
 
 def init_seq2seq(module: nn.Module) -> None:
     """Xavier-uniform initialisation of Linear and GRU weight matrices.
 
-    Use with ``model.apply``.
-
-    GRUs start better conditioned this way than with PyTorch's uniform default;
-    biases are kept.
+    Use with ``model.apply``. GRUs start better conditioned this way than
+    with PyTorch's uniform default; biases are kept.
     """
     if type(module) is nn.Linear:
         nn.init.xavier_uniform_(module.weight)
@@ -153,7 +72,16 @@ def init_seq2seq(module: nn.Module) -> None:
                 nn.init.xavier_uniform_(param)
 
 
-# --------------------------------------------------------- GRU encoder–decoder
+def _gru(
+    input_size: int, num_hiddens: int, num_layers: int, dropout: float
+) -> nn.GRU:
+    """A time-major GRU; dropout only between layers (none when L = 1)."""
+    return nn.GRU(
+        input_size,
+        num_hiddens,
+        num_layers,
+        dropout=dropout if num_layers > 1 else 0.0,
+    )
 
 
 class Seq2SeqEncoder(Encoder):
@@ -177,12 +105,7 @@ class Seq2SeqEncoder(Encoder):
     ):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, embed_size)
-        self.rnn = nn.GRU(
-            embed_size,
-            num_hiddens,
-            num_layers,
-            dropout=dropout if num_layers > 1 else 0.0,
-        )
+        self.rnn = _gru(embed_size, num_hiddens, num_layers, dropout)
         self.apply(init_seq2seq)
 
     def forward(
@@ -198,12 +121,24 @@ class Seq2SeqEncoder(Encoder):
             outputs (T, B, D), the last layer's state at every step, and state
             (L, B, D), every layer's final state.
         Raises:
-            TypeError/ValueError: if X is not a (B, T) tensor of ids in [0, V).
+            TypeError, ValueError: if X is not a (B, T) tensor of ids in
+                [0, V) with T >= 1.
         """
-        check_token_ids("X", X, self.embedding.num_embeddings)
+        check_token_ids("X", X, self.embedding.num_embeddings, min_steps=1)
         embs = self.embedding(X.t().long())  # (T, B, E)
         outputs, state = self.rnn(embs)  # (T, B, D), (L, B, D)
         return outputs, state
+
+
+class GRUState(NamedTuple):
+    """The state of a :class:`Seq2SeqDecoder`.
+
+    ``context`` (B, D) is the encoder's last-layer final state, ``hidden``
+    (L, B, D) the decoder GRU's state.
+    """
+
+    context: torch.Tensor
+    hidden: torch.Tensor
 
 
 class Seq2SeqDecoder(Decoder):
@@ -217,8 +152,6 @@ class Seq2SeqDecoder(Decoder):
         num_hiddens: D (must equal the encoder's). num_layers: L (must equal
             the encoder's).
         dropout: dropout between GRU layers.
-    State:
-        ``(context (B, D), hidden (L, B, D))``.
     """
 
     def __init__(
@@ -232,58 +165,69 @@ class Seq2SeqDecoder(Decoder):
         super().__init__()
         self.num_hiddens, self.num_layers = num_hiddens, num_layers
         self.embedding = nn.Embedding(vocab_size, embed_size)
-        self.rnn = nn.GRU(
-            embed_size + num_hiddens,
-            num_hiddens,
-            num_layers,
-            dropout=dropout if num_layers > 1 else 0.0,
+        self.rnn = _gru(
+            embed_size + num_hiddens, num_hiddens, num_layers, dropout
         )
         self.dense = nn.Linear(num_hiddens, vocab_size)
         self.apply(init_seq2seq)
 
     def init_state(
         self, enc_all_outputs: tuple[torch.Tensor, torch.Tensor], *args: Any
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Encoder (outputs, state (L, B, D)) -> (context (B, D), state)."""
+    ) -> GRUState:
+        """The encoder's (outputs, state (L, B, D)) -> :class:`GRUState`."""
         _, enc_state = enc_all_outputs
-        return enc_state[-1], enc_state
+        return GRUState(enc_state[-1], enc_state)
 
     def forward(
-        self, X: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]
-    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        self, X: torch.Tensor, state: GRUState
+    ) -> tuple[torch.Tensor, GRUState]:
         """Score the next token after every prefix of X.
 
         Args:
-            X: (B, T) target ids (teacher forcing: the reference shifted right,
-                starting with <bos>).
-            state: ``(context (B, D), hidden (L, B, D))`` from
-                :meth:`init_state` or the previous call.
+            X: (B, t) target ids (teacher forcing: the reference shifted
+                right, starting with <bos>).
+            state: from :meth:`init_state` or the previous call.
         Returns:
-            Y (B, T, V) scores, and the new state (same context, hidden after
+            Y (B, t, V) scores, and the new state (same context, hidden after
             the last step).
         Raises:
-            TypeError/ValueError: if X is not a (B, T) tensor of ids in
+            TypeError, ValueError: if X is not a (B, t) tensor of ids in
                 [0, V), or the state does not fit.
         """
-        check_token_ids("X", X, self.embedding.num_embeddings)
+        check_token_ids("X", X, self.embedding.num_embeddings, min_steps=1)
         batch_size, num_steps = X.shape
         context, hidden = state
-        _check_state_tensor(
-            "context", context, (batch_size, self.num_hiddens), "(B, D)"
+        check_shape(
+            "state.context", context, (batch_size, self.num_hiddens), "(B, D)"
         )
-        _check_state_tensor(
-            "hidden",
-            hidden,
-            (self.num_layers, batch_size, self.num_hiddens),
-            "(L, B, D)",
-        )
-        embs = self.embedding(X.t().long())  # (T, B, E)
-        contexts = context.unsqueeze(0).expand(num_steps, -1, -1)  # (T, B, D)
+        _check_hidden(hidden, batch_size, self.num_layers, self.num_hiddens)
+        embs = self.embedding(X.t().long())  # (t, B, E)
+        contexts = context.unsqueeze(0).expand(num_steps, -1, -1)  # (t, B, D)
         outputs, hidden = self.rnn(
             torch.cat((embs, contexts), dim=-1), hidden
-        )  # (T, B, D)
-        Y = self.dense(outputs).transpose(0, 1)  # (B, T, V)
-        return Y, (context, hidden)
+        )  # (t, B, D)
+        Y = self.dense(outputs).transpose(0, 1)  # (B, t, V)
+        return Y, GRUState(context, hidden)
+
+
+def _check_hidden(
+    hidden: Any, batch_size: int, num_layers: int, num_hiddens: int
+) -> None:
+    shape = (num_layers, batch_size, num_hiddens)
+    check_shape("state.hidden", hidden, shape, "(L, B, D)")
+
+
+class AttentionGRUState(NamedTuple):
+    """The state of a :class:`Seq2SeqAttentionDecoder`.
+
+    ``enc_outputs`` (B, T, D) are every encoder output (the keys and
+    values), ``hidden`` (L, B, D) the decoder GRU's state, and
+    ``enc_valid_lens`` None or (B,) the source lengths.
+    """
+
+    enc_outputs: torch.Tensor
+    hidden: torch.Tensor
+    enc_valid_lens: torch.Tensor | None
 
 
 class Seq2SeqAttentionDecoder(Decoder):
@@ -299,9 +243,6 @@ class Seq2SeqAttentionDecoder(Decoder):
             encoder's).
         num_layers: L (must equal the encoder's). dropout: between GRU layers
             and on the attention weights.
-    State:
-        ``(enc_outputs (B, T_src, D), hidden (L, B, D), enc_valid_lens (B,) or
-        None)``.
     """
 
     def __init__(
@@ -318,11 +259,9 @@ class Seq2SeqAttentionDecoder(Decoder):
             num_hiddens, dropout, query_size=num_hiddens, key_size=num_hiddens
         )
         self.embedding = nn.Embedding(vocab_size, embed_size)
-        self.rnn = nn.GRU(
-            embed_size + num_hiddens,
-            num_hiddens,
-            num_layers,
-            dropout=dropout if num_layers > 1 else 0.0,
+        # The GRU reads [context; embedding], as the plain decoder's does.
+        self.rnn = _gru(
+            embed_size + num_hiddens, num_hiddens, num_layers, dropout
         )
         self.dense = nn.Linear(num_hiddens, vocab_size)
         self.apply(init_seq2seq)
@@ -333,58 +272,51 @@ class Seq2SeqAttentionDecoder(Decoder):
         enc_all_outputs: tuple[torch.Tensor, torch.Tensor],
         enc_valid_lens: torch.Tensor | None = None,
         *args: Any,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    ) -> AttentionGRUState:
         """Keep every encoder output for the attention.
 
-        enc_all_outputs = (outputs (T_src, B, D), state (L, B, D));
-        enc_valid_lens (B,) or None.
-
+        Args:
+            enc_all_outputs: the encoder's (outputs (T, B, D), state
+                (L, B, D)).
+            enc_valid_lens: None or (B,) source lengths.
         Returns:
-            ``(enc_outputs (B, T_src, D), hidden (L, B, D), enc_valid_lens)``.
+            An :class:`AttentionGRUState`.
         """
         outputs, enc_state = enc_all_outputs
-        return outputs.transpose(0, 1), enc_state, enc_valid_lens
+        return AttentionGRUState(
+            outputs.transpose(0, 1), enc_state, enc_valid_lens
+        )
 
     def forward(
-        self,
-        X: torch.Tensor,
-        state: tuple[torch.Tensor, torch.Tensor, torch.Tensor | None],
-    ) -> tuple[
-        torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]
-    ]:
+        self, X: torch.Tensor, state: AttentionGRUState
+    ) -> tuple[torch.Tensor, AttentionGRUState]:
         """Score the next token after every prefix of X, attending at each
         step.
 
         Args:
-            X: (B, T) target ids. state: see the class docstring.
+            X: (B, t) target ids. state: from :meth:`init_state` or the
+                previous call.
         Returns:
-            Y (B, T, V) scores and the new state; :attr:`attention_weights`
-            then holds (B, T, T_src).
+            Y (B, t, V) scores and the new state; :attr:`attention_weights`
+            then holds (B, t, T).
         Raises:
-            TypeError/ValueError: if X is not a (B, T) tensor of ids in
+            TypeError, ValueError: if X is not a (B, t) tensor of ids in
                 [0, V), the state does not fit, or a valid length is outside
-                [0, T_src] (checked on the CPU, see course_pkg.attention).
+                [0, T] (checked on the CPU, see :mod:`course_pkg.checks`).
         """
-        check_token_ids("X", X, self.embedding.num_embeddings)
+        check_token_ids("X", X, self.embedding.num_embeddings, min_steps=1)
         batch_size = X.shape[0]
         enc_outputs, hidden, enc_valid_lens = state
-        if not isinstance(enc_outputs, torch.Tensor) or enc_outputs.dim() != 3:
-            raise ValueError(
-                "state's enc_outputs must be a tensor of shape (B, T_src, D)"
-            )
-        _check_state_tensor(
-            "enc_outputs",
-            enc_outputs,
-            (batch_size, enc_outputs.shape[1], self.num_hiddens),
-            "(B, T_src, D)",
+        if not isinstance(enc_outputs, torch.Tensor):
+            raise TypeError("state.enc_outputs must be a (B, T, D) tensor")
+        num_src_steps = enc_outputs.shape[1] if enc_outputs.dim() > 1 else 0
+        shape = (batch_size, num_src_steps, self.num_hiddens)
+        check_shape("state.enc_outputs", enc_outputs, shape, "(B, T, D)")
+        _check_hidden(hidden, batch_size, self.num_layers, self.num_hiddens)
+        check_valid_lens(
+            "state.enc_valid_lens", enc_valid_lens, batch_size, num_src_steps
         )
-        _check_state_tensor(
-            "hidden",
-            hidden,
-            (self.num_layers, batch_size, self.num_hiddens),
-            "(L, B, D)",
-        )
-        embs = self.embedding(X.t().long())  # (T, B, E)
+        embs = self.embedding(X.t().long())  # (t, B, E)
         outputs, weights = [], []
         # The query of a step is the state the previous step left, so the
         # steps run one after the other.
@@ -397,12 +329,42 @@ class Seq2SeqAttentionDecoder(Decoder):
             step_input = step_input.transpose(0, 1)  # (1, B, D + E)
             output, hidden = self.rnn(step_input, hidden)  # (1, B, D)
             outputs.append(output)
-            weights.append(self.attention.attention_weights)  # (B, 1, T_src)
-        self._attention_weights = torch.cat(weights, dim=1)  # (B, T, T_src)
-        Y = self.dense(torch.cat(outputs, dim=0)).transpose(0, 1)  # (B, T, V)
-        return Y, (enc_outputs, hidden, enc_valid_lens)
+            weights.append(self.attention.attention_weights)  # (B, 1, T)
+        self._attention_weights = torch.cat(weights, dim=1)  # (B, t, T)
+        Y = self.dense(torch.cat(outputs, dim=0)).transpose(0, 1)  # (B, t, V)
+        return Y, AttentionGRUState(enc_outputs, hidden, enc_valid_lens)
 
     @property
     def attention_weights(self) -> torch.Tensor | None:
-        """(B, T, T_src) weights of the last forward call; row t: step t."""
+        """(B, t, T) weights of the last forward call; row s: step s."""
         return self._attention_weights
+
+
+def seq2seq_model(
+    attention: bool,
+    src_vocab_size: int,
+    tgt_vocab_size: int,
+    settings: Seq2SeqSettings = SETTINGS,
+) -> EncoderDecoder:
+    """The chapters' GRU encoder–decoder, plain or with Bahdanau attention.
+
+    Args:
+        attention: use :class:`Seq2SeqAttentionDecoder` (else
+            :class:`Seq2SeqDecoder`).
+        src_vocab_size, tgt_vocab_size: V of each language. settings: sizes
+            and dropout.
+    Returns:
+        A freshly initialised ``EncoderDecoder`` on the CPU (seed torch first
+        for repeatable weights).
+    """
+    sizes = (
+        settings.embed_size,
+        settings.num_hiddens,
+        settings.num_layers,
+        settings.dropout,
+    )
+    decoder_class = Seq2SeqAttentionDecoder if attention else Seq2SeqDecoder
+    return EncoderDecoder(
+        Seq2SeqEncoder(src_vocab_size, *sizes),
+        decoder_class(tgt_vocab_size, *sizes),
+    )

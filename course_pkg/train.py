@@ -1,7 +1,8 @@
-"""Training an encoder–decoder: masked loss, loop, checkpoints, settings.
+"""Training an encoder–decoder: masked loss, loop, checkpoints.
 
-Chapters "The encoder–decoder architecture" and "Bahdanau attention" (and "The
-Transformer", whose decoder follows the same contract). Teacher forcing: the
+Chapters "The encoder–decoder architecture", "Bahdanau attention" and "The
+Transformer": the loop works for any model that follows the contract of
+:mod:`course_pkg.encoder_decoder`; each model's settings live beside it. Teacher forcing: the
 decoder reads the reference target shifted right (``tgt_in``, starting with
 <bos>) and is scored on predicting it (``tgt_out``, ending with <eos>).
 
@@ -13,14 +14,10 @@ test holds it to that).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -30,76 +27,8 @@ from torch import nn
 # The text bar: tqdm.auto warns in notebooks that lack ipywidgets.
 from tqdm import tqdm
 
-from course_pkg.seq2seq import (
-    EncoderDecoder,
-    Seq2SeqAttentionDecoder,
-    Seq2SeqDecoder,
-    Seq2SeqEncoder,
-)
-
-# ------------------------------------------------------ the chapters' settings
-
-
-@dataclass(frozen=True)
-class Seq2SeqSettings:
-    """Hyperparameters of the two GRU chapters and ``bench/seq2seq.py``.
-
-    One place, so that the chapters and the benchmark cannot drift apart.
-
-    Both models (plain and Bahdanau) get the same sizes and the same training
-    budget, so the chapter "Bahdanau attention" compares architectures, not
-    budgets.
-    """
-
-    embed_size: int = 64
-    num_hiddens: int = 128
-    num_layers: int = 1
-    dropout: float = 0.1
-    batch_size: int = 64
-    # num_steps covers all but two of the 6,400 training targets (+ <eos>).
-    num_steps: int = 18
-    lr: float = 0.01
-    # What a 2-core CPU trains in about 10 s (plain) and 25 s (attention).
-    num_epochs: int = 3
-    grad_clip: float = 1.0
-    seed: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-SETTINGS = Seq2SeqSettings()
-
-
-def seq2seq_model(
-    attention: bool,
-    src_vocab_size: int,
-    tgt_vocab_size: int,
-    settings: Seq2SeqSettings = SETTINGS,
-) -> EncoderDecoder:
-    """The chapters' GRU encoder–decoder, plain or with Bahdanau attention.
-
-    Args:
-        attention: use :class:`Seq2SeqAttentionDecoder` (else
-            :class:`Seq2SeqDecoder`).
-        src_vocab_size, tgt_vocab_size: V of each language. settings: sizes and
-            dropout.
-    Returns:
-        A freshly initialised ``EncoderDecoder`` on the CPU (seed torch first
-        for repeatable weights).
-    """
-    sizes = (
-        settings.embed_size,
-        settings.num_hiddens,
-        settings.num_layers,
-        settings.dropout,
-    )
-    decoder_class = Seq2SeqAttentionDecoder if attention else Seq2SeqDecoder
-    return EncoderDecoder(
-        Seq2SeqEncoder(src_vocab_size, *sizes),
-        decoder_class(tgt_vocab_size, *sizes),
-    )
-
+from course_pkg.checks import check_integer_dtype, check_tensor
+from course_pkg.files import write_atomically
 
 # -------------------------------------------------------------------- the loss
 
@@ -121,25 +50,16 @@ def masked_cross_entropy(
         Scalar tensor: the sum of -log p(y) over non-pad positions divided by
         their number (0 if none).
     Raises:
-        TypeError/ValueError: if Y is not integer, or the shapes are not
-            (B, T, V) and (B, T).
+        TypeError: if Y_hat or Y is not a tensor, or Y is not integer.
+        ValueError: if the shapes are not (B, T, V) and (B, T).
     """
-    if not isinstance(Y_hat, torch.Tensor) or Y_hat.dim() != 3:
-        raise ValueError(
-            f"Y_hat must be a tensor of shape (B, T, V), got {getattr(Y_hat, 'shape', type(Y_hat))}"
-        )
-    if (
-        not isinstance(Y, torch.Tensor)
-        or Y.dtype.is_floating_point
-        or Y.dtype.is_complex
-        or Y.dtype == torch.bool
-    ):
-        raise TypeError(
-            f"Y must be an integer tensor of target ids, got {getattr(Y, 'dtype', type(Y))}"
-        )
+    check_tensor("Y_hat", Y_hat, 3, "(B, T, V)")
+    check_tensor("Y", Y, 2, "(B, T)")
+    check_integer_dtype("Y", Y)
     if tuple(Y.shape) != tuple(Y_hat.shape[:2]):
         raise ValueError(
-            f"Y must have shape (B, T)={tuple(Y_hat.shape[:2])} to match Y_hat, got {tuple(Y.shape)}"
+            f"Y must have shape (B, T)={tuple(Y_hat.shape[:2])} to match "
+            f"Y_hat, got {tuple(Y.shape)}"
         )
     # at least float32, also under bf16 autocast
     dtype = torch.promote_types(Y_hat.dtype, torch.float32)
@@ -260,9 +180,8 @@ def save_checkpoint(
 ) -> None:
     """Write model and optimizer state and ``extra`` to ``path``, atomically.
 
-    The file is written next to ``path`` under a temporary name and then
-    renamed, so a crash never leaves a half-written checkpoint where a good one
-    was.
+    Written with :func:`course_pkg.files.write_atomically`, so a crash never
+    leaves a half-written checkpoint where a good one was.
 
     Args:
         path: destination file. model: its ``state_dict`` is saved. optimizer:
@@ -270,25 +189,12 @@ def save_checkpoint(
         extra: plain data to store with it (numbers, strings, lists, dicts,
             tensors), e.g. settings.
     """
-    path = Path(path)
     payload = {
         "model": model.state_dict(),
         "optimizer": None if optimizer is None else optimizer.state_dict(),
         "extra": extra,
     }
-    fd, tmp_name = tempfile.mkstemp(
-        dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
-    )
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            torch.save(payload, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        raise
+    write_atomically(path, lambda handle: torch.save(payload, handle))
 
 
 def load_checkpoint(

@@ -1,216 +1,72 @@
-"""The Transformer of Vaswani et al. (2017): encoder, decoder and model.
+"""The Transformer of Vaswani et al. (2017): its settings, encoder, decoder
+and model.
 
-Chapter: "The Transformer". Post-norm blocks as in the paper (and in d2l):
-every sublayer is followed by ``AddNorm``, i.e.
-``LayerNorm(X + dropout(sublayer(X)))``; the feed-forward network uses ReLU.
-Names and constructor arguments follow d2l, without its lazy layers.
+Chapter: "The Transformer". The blocks these stacks repeat are in
+:mod:`course_pkg.transformer_blocks`; the interface they implement in
+:mod:`course_pkg.encoder_decoder`.
 
-Shape letters: ``B`` batch, ``T`` source length, ``t`` target positions fed in
-one call, ``k`` target positions seen so far (cached ones included), ``D``
-model width (``num_hiddens``), ``H`` heads, ``V`` vocabulary size.
+Shape letters (see the package docstring): ``B`` batch, ``T`` source length,
+``Q`` target positions fed in one call, ``t`` target positions fed so far,
+``D`` width (``num_hiddens``), ``H`` heads, ``V`` vocabulary size.
 
-The decoder keeps a key/value cache. Under a causal mask a past position never
-looks at a later one, so its keys and values in every block stay the same as
-the target grows. The decoder state therefore holds, per block, the projected
-self-attention keys and values of every position fed so far (and the
-projected encoder outputs for cross-attention, which never change), plus the
-number of positions already fed, ``offset``, where the positional encoding
-resumes. Feeding a target one token at a time then costs one position per
-step, and gives the same scores as one call on the whole prefix.
+Which attention path runs. Every ``forward`` here takes
+``need_weights: bool | None``; None (the default) means "keep the weights
+in eval mode, not in training mode". A training step never reads the
+weights, so it takes the fused kernel (faster); decoding and plots run in
+eval mode and get ``attention_weights``. Pass True or False to choose.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
-from course_pkg.attention import MultiHeadAttention
+from course_pkg.checks import (
+    check_last_dim,
+    check_tensor,
+    check_token_ids,
+    check_valid_lens,
+)
+from course_pkg.encoder_decoder import Decoder, Encoder, EncoderDecoder
 from course_pkg.positional import PositionalEncoding
-from course_pkg.seq2seq import Decoder, Encoder, EncoderDecoder
-
-# ------------------------------------------------------------ input checks
-
-
-def _check_tokens(name: str, X: torch.Tensor, vocab_size: int) -> None:
-    if not isinstance(X, torch.Tensor):
-        raise TypeError(
-            f"{name} must be a torch.Tensor of token ids, shape (B, T), "
-            f"got {type(X).__name__}"
-        )
-    if (
-        X.dtype.is_floating_point
-        or X.dtype.is_complex
-        or X.dtype == torch.bool
-    ):
-        raise TypeError(
-            f"{name} must hold integer token ids, got dtype {X.dtype}"
-        )
-    if X.dim() != 2:
-        raise ValueError(
-            f"{name} must have shape (B, T), got {tuple(X.shape)}"
-        )
-    # Values are read only on the CPU: elsewhere it would force a device
-    # synchronisation.
-    if (
-        X.device.type == "cpu"
-        and X.numel() > 0
-        and (int(X.min()) < 0 or int(X.max()) >= vocab_size)
-    ):
-        raise ValueError(
-            f"{name} must hold ids in [0, {vocab_size}), "
-            f"got [{int(X.min())}, {int(X.max())}]"
-        )
+from course_pkg.transformer_blocks import (
+    DecoderState,
+    TransformerDecoderBlock,
+    TransformerEncoderBlock,
+)
 
 
-def _check_lens(
-    name: str,
-    lens: torch.Tensor | None,
-    batch_size: int,
-    max_len: int | None,
-) -> None:
-    if lens is None:
-        return
-    if not isinstance(lens, torch.Tensor):
-        raise TypeError(
-            f"{name} must be a torch.Tensor of shape (B,)=({batch_size},), "
-            f"got {type(lens).__name__}"
-        )
-    if (
-        lens.dtype.is_floating_point
-        or lens.dtype.is_complex
-        or lens.dtype == torch.bool
-    ):
-        raise TypeError(f"{name} must hold integers, got dtype {lens.dtype}")
-    if tuple(lens.shape) != (batch_size,):
-        raise ValueError(
-            f"{name} must have shape (B,)=({batch_size},), "
-            f"got {tuple(lens.shape)}"
-        )
-    if lens.device.type == "cpu" and lens.numel() > 0:
-        if int(lens.min()) < 0:
-            raise ValueError(
-                f"{name} must be >= 0, got minimum {int(lens.min())}"
-            )
-        if max_len is not None and int(lens.max()) > max_len:
-            raise ValueError(
-                f"{name} must be <= {max_len}, got {int(lens.max())}"
-            )
+@dataclass(frozen=True)
+class TransformerSettings:
+    """The sizes of a Transformer; the defaults are the chapter's model.
 
-
-# ------------------------------------------------------- the two sublayers
-
-
-class PositionWiseFFN(nn.Module):
-    """The same two-layer MLP at every position: dense2(ReLU(dense1(X))).
-
-    Args:
-        ffn_num_hiddens: width of the hidden layer.
-        ffn_num_outputs: output width (D in a block).
-        input_size: input width (default ffn_num_outputs, as inside a
-            Transformer block).
+    Attributes:
+        num_hiddens: D. ffn_num_hiddens: the FFN's hidden width.
+        num_heads: H. num_blks: blocks in each stack. dropout: everywhere.
+        use_bias: biases in the attention projections.
+        max_len: longest source and target accepted.
     """
 
-    def __init__(
-        self,
-        ffn_num_hiddens: int,
-        ffn_num_outputs: int,
-        *,
-        input_size: int | None = None,
-    ):
-        super().__init__()
-        self.input_size = input_size or ffn_num_outputs
-        self.dense1 = nn.Linear(self.input_size, ffn_num_hiddens)
-        self.relu = nn.ReLU()
-        self.dense2 = nn.Linear(ffn_num_hiddens, ffn_num_outputs)
+    num_hiddens: int = 32
+    ffn_num_hiddens: int = 128
+    num_heads: int = 4
+    num_blks: int = 2
+    dropout: float = 0.0
+    use_bias: bool = False
+    max_len: int = 1000
 
-    def forward(self, X: torch.Tensor) -> torch.Tensor:
-        """X (B, T, input_size) -> (B, T, ffn_num_outputs).
-
-        Raises ValueError if X's last dimension is not input_size.
-        """
-        if X.shape[-1] != self.input_size:
-            raise ValueError(
-                f"X must have shape (..., {self.input_size}), "
-                f"got {tuple(X.shape)}"
-            )
-        return self.dense2(self.relu(self.dense1(X)))
+    def as_dict(self) -> dict[str, Any]:
+        """The settings as keyword arguments of the classes below."""
+        return asdict(self)
 
 
-class AddNorm(nn.Module):
-    """Residual connection then layer norm: LayerNorm(X + dropout(Y)).
-
-    Args:
-        norm_shape: the normalised shape, D for a Transformer.
-        dropout: on the sublayer output Y.
-    """
-
-    def __init__(self, norm_shape: int | tuple[int, ...], dropout: float):
-        super().__init__()
-        self.dropout = nn.Dropout(dropout)
-        self.ln = nn.LayerNorm(norm_shape)
-
-    def forward(self, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
-        """X (B, T, D) a sublayer's input, Y (B, T, D) its output -> (B, T, D).
-
-        Raises ValueError if X and Y differ in shape.
-        """
-        if X.shape != Y.shape:
-            raise ValueError(
-                "X and Y must have the same shape, "
-                f"got {tuple(X.shape)} and {tuple(Y.shape)}"
-            )
-        return self.ln(X + self.dropout(Y))
-
-
-# ----------------------------------------------------------------- encoder
-
-
-class TransformerEncoderBlock(nn.Module):
-    """Self-attention then the feed-forward network, each followed by AddNorm.
-
-    Args:
-        num_hiddens: D, divisible by num_heads.
-        ffn_num_hiddens: hidden width of the FFN. num_heads: H.
-        dropout: everywhere. use_bias: biases in the attention projections.
-    Raises:
-        ValueError: if num_hiddens is not divisible by num_heads.
-    """
-
-    def __init__(
-        self,
-        num_hiddens: int,
-        ffn_num_hiddens: int,
-        num_heads: int,
-        dropout: float,
-        use_bias: bool = False,
-    ):
-        super().__init__()
-        self.attention = MultiHeadAttention(
-            num_hiddens, num_heads, dropout, use_bias
-        )
-        self.addnorm1 = AddNorm(num_hiddens, dropout)
-        self.ffn = PositionWiseFFN(ffn_num_hiddens, num_hiddens)
-        self.addnorm2 = AddNorm(num_hiddens, dropout)
-
-    def forward(
-        self,
-        X: torch.Tensor,
-        valid_lens: torch.Tensor | None = None,
-        *,
-        need_weights: bool = True,
-    ) -> torch.Tensor:
-        """X (B, T, D), valid_lens None or (B,) -> (B, T, D).
-
-        need_weights=False takes the fused attention path.
-        """
-        attended = self.attention(
-            X, X, X, valid_lens, need_weights=need_weights
-        )  # (B, T, D)
-        Y = self.addnorm1(X, attended)
-        return self.addnorm2(Y, self.ffn(Y))
+def _use_weights(module: nn.Module, need_weights: bool | None) -> bool:
+    """The rule of the module docstring: None means "in eval mode"."""
+    return not module.training if need_weights is None else need_weights
 
 
 class TransformerEncoder(Encoder):
@@ -222,8 +78,7 @@ class TransformerEncoder(Encoder):
         use_bias: biases in attention. max_len: longest source accepted.
     Attributes:
         attention_weights: list, per block, of (B, H, T, T) self-attention
-            weights of the last call (None entries after a call with
-            need_weights=False).
+            weights of the last call (None entries after a fused call).
     """
 
     def __init__(
@@ -255,7 +110,7 @@ class TransformerEncoder(Encoder):
         X: torch.Tensor,
         valid_lens: torch.Tensor | None = None,
         *,
-        need_weights: bool = True,
+        need_weights: bool | None = None,
     ) -> torch.Tensor:
         """Encode.
 
@@ -263,16 +118,17 @@ class TransformerEncoder(Encoder):
             X: (B, T) token ids.
             valid_lens: None or (B,) numbers of real tokens (the rest is
                 padding).
-            need_weights: keep the attention weights (explicit path) or not
-                (fused path, faster).
+            need_weights: see the module docstring.
         Returns:
             (B, T, D).
         Raises:
-            ValueError/TypeError: on a wrong rank or dtype, ids outside
-                [0, V), lengths outside [0, T].
+            TypeError: if X or valid_lens is not an integer tensor.
+            ValueError: on a wrong rank, ids outside [0, V), lengths outside
+                [0, T].
         """
-        _check_tokens("X", X, self.vocab_size)
-        _check_lens("valid_lens", valid_lens, X.shape[0], X.shape[1])
+        check_token_ids("X", X, self.vocab_size)
+        check_valid_lens("valid_lens", valid_lens, X.shape[0], X.shape[1])
+        need_weights = _use_weights(self, need_weights)
         # The embedding is scaled up so that the positional signal (values
         # in [-1, 1]) does not swamp it.
         embedded = self.embedding(X) * math.sqrt(self.num_hiddens)
@@ -283,102 +139,6 @@ class TransformerEncoder(Encoder):
             blk.attention.attention_weights for blk in self.blks
         ]
         return X
-
-
-# ----------------------------------------------------------------- decoder
-
-
-class TransformerDecoderBlock(nn.Module):
-    """Masked self-attention, cross-attention, FFN; each followed by AddNorm.
-
-    Args:
-        num_hiddens: D. ffn_num_hiddens: FFN width. num_heads: H.
-        dropout: everywhere.
-        i: this block's index in the decoder, i.e. which entry of the
-            state's cache is its own.
-        use_bias: biases in the attention projections.
-    Raises:
-        ValueError: if num_hiddens is not divisible by num_heads.
-    """
-
-    def __init__(
-        self,
-        num_hiddens: int,
-        ffn_num_hiddens: int,
-        num_heads: int,
-        dropout: float,
-        i: int,
-        use_bias: bool = False,
-    ):
-        super().__init__()
-        self.i = i
-        self.attention1 = MultiHeadAttention(
-            num_hiddens, num_heads, dropout, use_bias
-        )
-        self.addnorm1 = AddNorm(num_hiddens, dropout)
-        self.attention2 = MultiHeadAttention(
-            num_hiddens, num_heads, dropout, use_bias
-        )
-        self.addnorm2 = AddNorm(num_hiddens, dropout)
-        self.ffn = PositionWiseFFN(ffn_num_hiddens, num_hiddens)
-        self.addnorm3 = AddNorm(num_hiddens, dropout)
-
-    def forward(
-        self,
-        X: torch.Tensor,
-        state: list[Any],
-        *,
-        tgt_valid_lens: torch.Tensor | None = None,
-        need_weights: bool = True,
-    ) -> tuple[torch.Tensor, list[Any]]:
-        """Decode t new positions.
-
-        Args:
-            X: (B, t, D) block inputs at the t new positions.
-            state: ``[enc_outputs (B, T, D), enc_valid_lens None or (B,),
-                caches, offset]`` as made by
-                :meth:`TransformerDecoder.init_state`; ``caches[self.i]`` is
-                None or this block's ``(keys (B, k - t, D), values
-                (B, k - t, D), enc_keys (B, T, D), enc_values (B, T, D))``.
-            tgt_valid_lens: None or (B,) numbers of real target tokens
-                counted from position 0, at most k
-                (:class:`TransformerDecoder` clamps them).
-            need_weights: keep the attention weights (explicit path) or not
-                (fused path).
-        Returns:
-            (B, t, D) and a new state whose cache entry for this block also
-            holds the new positions.
-        """
-        enc_outputs, enc_valid_lens, caches, offset = state
-        cache = caches[self.i]
-        keys = self.attention1.W_k(X)  # (B, t, D)
-        values = self.attention1.W_v(X)  # (B, t, D)
-        if cache is None:
-            enc_keys = self.attention2.W_k(enc_outputs)  # (B, T, D)
-            enc_values = self.attention2.W_v(enc_outputs)  # (B, T, D)
-        else:
-            past_keys, past_values, enc_keys, enc_values = cache
-            keys = torch.cat([past_keys, keys], dim=1)  # (B, k, D)
-            values = torch.cat([past_values, values], dim=1)  # (B, k, D)
-        X2 = self.attention1.attend_projected(
-            X,
-            keys,
-            values,
-            tgt_valid_lens,
-            causal=True,
-            need_weights=need_weights,
-        )
-        Y = self.addnorm1(X, X2)
-        Y2 = self.attention2.attend_projected(
-            Y, enc_keys, enc_values, enc_valid_lens, need_weights=need_weights
-        )
-        Z = self.addnorm2(Y, Y2)
-        # A new list: the caller's state stays valid, so a search may branch
-        # from it.
-        caches = list(caches)
-        caches[self.i] = (keys, values, enc_keys, enc_values)
-        new_state = [enc_outputs, enc_valid_lens, caches, offset]
-        return self.addnorm3(Z, self.ffn(Z)), new_state
 
 
 class TransformerDecoder(Decoder):
@@ -394,8 +154,8 @@ class TransformerDecoder(Decoder):
         use_bias: biases in attention. max_len: longest target accepted.
     Attributes:
         attention_weights: ``[self_weights, cross_weights]`` of the last
-            call, each a list per block of (B, H, t, k) and (B, H, t, T)
-            tensors (None entries after need_weights=False).
+            call, each a list per block of (B, H, Q, t) and (B, H, Q, T)
+            tensors (None entries after a fused call).
     """
 
     def __init__(
@@ -431,46 +191,48 @@ class TransformerDecoder(Decoder):
         self,
         enc_outputs: torch.Tensor,
         enc_valid_lens: torch.Tensor | None = None,
-    ) -> list[Any]:
+    ) -> DecoderState:
         """The state before any target token.
 
         Args:
             enc_outputs: (B, T, D) encoder outputs.
             enc_valid_lens: None or (B,) source lengths.
         Returns:
-            ``[enc_outputs, enc_valid_lens, [None] * num_blks, 0]``: the last
-            two are the per-block key/value caches (filled by
-            :meth:`forward`) and the number of target positions fed so far.
+            A :class:`course_pkg.transformer_blocks.DecoderState` with no
+            cache and offset 0.
         Raises:
-            ValueError/TypeError: if enc_outputs is not (B, T, D) or
-                enc_valid_lens not (B,) in [0, T].
+            TypeError: if enc_outputs is not a tensor, or enc_valid_lens not
+                an integer tensor.
+            ValueError: if enc_outputs is not (B, T, D) or enc_valid_lens not
+                (B,) in [0, T].
         """
-        if not isinstance(enc_outputs, torch.Tensor):
-            raise TypeError(
-                "enc_outputs must be a torch.Tensor of shape (B, T, D), "
-                f"got {type(enc_outputs).__name__}"
-            )
-        if enc_outputs.dim() != 3 or enc_outputs.shape[-1] != self.num_hiddens:
-            raise ValueError(
-                f"enc_outputs must have shape (B, T, {self.num_hiddens}), "
-                f"got {tuple(enc_outputs.shape)}"
-            )
+        check_tensor("enc_outputs", enc_outputs, 3, "(B, T, D)")
+        check_last_dim(
+            "enc_outputs",
+            enc_outputs,
+            self.num_hiddens,
+            f"(B, T, {self.num_hiddens})",
+        )
         batch_size, num_steps = enc_outputs.shape[:2]
-        _check_lens("enc_valid_lens", enc_valid_lens, batch_size, num_steps)
-        return [enc_outputs, enc_valid_lens, [None] * self.num_blks, 0]
+        check_valid_lens(
+            "enc_valid_lens", enc_valid_lens, batch_size, num_steps
+        )
+        return DecoderState(
+            enc_outputs, enc_valid_lens, (None,) * self.num_blks, 0
+        )
 
     def forward(
         self,
         X: torch.Tensor,
-        state: list[Any],
+        state: DecoderState,
         *,
         tgt_valid_lens: torch.Tensor | None = None,
-        need_weights: bool = True,
-    ) -> tuple[torch.Tensor, list[Any]]:
-        """Scores for t new target positions, given the state of those before.
+        need_weights: bool | None = None,
+    ) -> tuple[torch.Tensor, DecoderState]:
+        """Scores for Q new target positions, given the state of those before.
 
         Args:
-            X: (B, t) target ids at positions offset .. offset + t - 1.
+            X: (B, Q) target ids at positions offset .. offset + Q - 1.
             state: from :meth:`init_state` or from the previous call; it is
                 not modified.
             tgt_valid_lens: None or (B,) numbers of real target tokens in the
@@ -479,38 +241,41 @@ class TransformerDecoder(Decoder):
                 of a target cannot reach a real position; this only changes
                 the outputs at padded positions (as ``tgt_key_padding_mask``
                 does in ``torch.nn.Transformer``).
-            need_weights: keep the attention weights (explicit path) or not
-                (fused path, faster).
+            need_weights: see the module docstring.
         Returns:
-            Y (B, t, V) scores and the new state (offset + t positions
+            Y (B, Q, V) scores and the new state (offset + Q positions
             cached).
         Raises:
-            ValueError/TypeError: on a malformed X, state or tgt_valid_lens,
-                or beyond max_len.
+            TypeError: if state is not a DecoderState, or X or
+                tgt_valid_lens is not an integer tensor.
+            ValueError: on a malformed X, state or tgt_valid_lens, or
+                beyond max_len.
         """
-        if (
-            not isinstance(state, (list, tuple))
-            or len(state) != 4
-            or len(state[2]) != self.num_blks
-        ):
-            raise ValueError(
-                "state must be [enc_outputs, enc_valid_lens, caches, offset] "
-                "from init_state"
+        if not isinstance(state, DecoderState):
+            raise TypeError(
+                "state must be the DecoderState of init_state or of the "
+                f"previous call, got {type(state).__name__}"
             )
-        enc_outputs, enc_valid_lens, caches, offset = state
-        _check_tokens("X", X, self.vocab_size)
-        if X.shape[0] != enc_outputs.shape[0]:
-            batch_size = enc_outputs.shape[0]
+        if len(state.caches) != self.num_blks:
             raise ValueError(
-                f"X must have shape (B, t) with B={batch_size} as in the "
+                f"state.caches must hold num_blks={self.num_blks} entries, "
+                f"got {len(state.caches)}"
+            )
+        check_token_ids("X", X, self.vocab_size)
+        batch_size = state.enc_outputs.shape[0]
+        if X.shape[0] != batch_size:
+            raise ValueError(
+                f"X must have shape (B, Q) with B={batch_size} as in the "
                 f"state, got {tuple(X.shape)}"
             )
-        _check_lens("tgt_valid_lens", tgt_valid_lens, X.shape[0], None)
+        check_valid_lens("tgt_valid_lens", tgt_valid_lens, batch_size, None)
+        num_seen = state.offset + X.shape[1]
         if tgt_valid_lens is not None:
-            # Only the k = offset + t positions fed so far exist as keys.
-            tgt_valid_lens = tgt_valid_lens.clamp(max=offset + X.shape[1])
+            # Only the t = offset + Q positions fed so far exist as keys.
+            tgt_valid_lens = tgt_valid_lens.clamp(max=num_seen)
+        need_weights = _use_weights(self, need_weights)
         embedded = self.embedding(X) * math.sqrt(self.num_hiddens)
-        X = self.pos_encoding(embedded, offset)  # (B, t, D)
+        X = self.pos_encoding(embedded, state.offset)  # (B, Q, D)
         for blk in self.blks:
             X, state = blk(
                 X,
@@ -522,12 +287,7 @@ class TransformerDecoder(Decoder):
             [blk.attention1.attention_weights for blk in self.blks],
             [blk.attention2.attention_weights for blk in self.blks],
         ]
-        enc_outputs, enc_valid_lens, caches, _ = state
-        new_offset = offset + X.shape[1]
-        return self.dense(X), [enc_outputs, enc_valid_lens, caches, new_offset]
-
-
-# --------------------------------------------------------------- the model
+        return self.dense(X), state._replace(offset=num_seen)
 
 
 class Transformer(EncoderDecoder):
@@ -540,13 +300,9 @@ class Transformer(EncoderDecoder):
         use_bias: biases in attention.
         max_len: longest source and target accepted.
     Attributes:
+        settings: the sizes above, as a :class:`TransformerSettings`.
         encoder: a :class:`TransformerEncoder`.
         decoder: a :class:`TransformerDecoder`.
-        need_weights: what :meth:`forward` does when not told: True keeps
-            the attention weights (explicit path); False takes the fused
-            path. A training loop that calls
-            ``model(src, tgt_in, src_valid_len)`` never reads the weights,
-            so set it to False there.
     """
 
     def __init__(
@@ -562,19 +318,30 @@ class Transformer(EncoderDecoder):
         *,
         max_len: int = 1000,
     ):
-        sizes = (
-            num_hiddens,
-            ffn_num_hiddens,
-            num_heads,
-            num_blks,
-            dropout,
-            use_bias,
+        settings = TransformerSettings(
+            num_hiddens=num_hiddens,
+            ffn_num_hiddens=ffn_num_hiddens,
+            num_heads=num_heads,
+            num_blks=num_blks,
+            dropout=dropout,
+            use_bias=use_bias,
+            max_len=max_len,
         )
         super().__init__(
-            TransformerEncoder(src_vocab_size, *sizes, max_len=max_len),
-            TransformerDecoder(tgt_vocab_size, *sizes, max_len=max_len),
+            TransformerEncoder(src_vocab_size, **settings.as_dict()),
+            TransformerDecoder(tgt_vocab_size, **settings.as_dict()),
         )
-        self.need_weights = True
+        self.settings = settings
+
+    @classmethod
+    def from_settings(
+        cls,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        settings: TransformerSettings = TransformerSettings(),
+    ) -> Transformer:
+        """A Transformer of the given sizes (default: the chapter's)."""
+        return cls(src_vocab_size, tgt_vocab_size, **settings.as_dict())
 
     def forward(
         self,
@@ -585,18 +352,15 @@ class Transformer(EncoderDecoder):
         tgt_valid_lens: torch.Tensor | None = None,
         need_weights: bool | None = None,
     ) -> torch.Tensor:
-        """Scores of every target position.
+        """Scores of every target position, teacher-forced.
 
         Args:
-            enc_X: (B, T) source ids. dec_X: (B, t) target ids.
+            enc_X: (B, T) source ids. dec_X: (B, Q) target ids.
             enc_valid_lens, tgt_valid_lens: None or (B,) lengths.
-            need_weights: as in the encoder and decoder; None means the
-                model's ``need_weights`` attribute.
+            need_weights: see the module docstring.
         Returns:
-            (B, t, V) scores.
+            (B, Q, V) scores.
         """
-        if need_weights is None:
-            need_weights = self.need_weights
         enc_outputs = self.encoder(
             enc_X, enc_valid_lens, need_weights=need_weights
         )

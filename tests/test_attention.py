@@ -17,15 +17,22 @@ from hypothesis import strategies as st
 from torch import nn
 
 from course_pkg.attention import (
-    AdditiveAttention,
-    DotProductAttention,
-    LuongAttention,
     MultiHeadAttention,
+    copy_weights_from_torch,
+    transpose_output,
+    transpose_qkv,
+)
+from course_pkg.masks import (
+    attention_mask,
     causal_mask,
     masked_softmax,
     sequence_mask,
-    transpose_output,
-    transpose_qkv,
+)
+from course_pkg.scoring import (
+    AdditiveAttention,
+    DotProductAttention,
+    LuongAttention,
+    fused_attention,
 )
 
 F64 = torch.float64
@@ -42,7 +49,11 @@ def test_sequence_mask_shapes_and_values():
     mask = sequence_mask(torch.tensor([0, 2, 4]), 4)
     assert mask.shape == (3, 1, 4)
     assert mask.dtype == torch.bool
-    assert mask[:, 0].tolist() == [[False] * 4, [True, True, False, False], [True] * 4]
+    assert mask[:, 0].tolist() == [
+        [False] * 4,
+        [True, True, False, False],
+        [True] * 4,
+    ]
     per_query = sequence_mask(torch.tensor([[1, 3]]), 3)
     assert per_query.shape == (1, 2, 3)
     assert per_query[0].tolist() == [[True, False, False], [True, True, True]]
@@ -50,7 +61,11 @@ def test_sequence_mask_shapes_and_values():
 
 def test_causal_mask_aligns_queries_to_the_last_positions():
     square = causal_mask(3, 3)[0]
-    assert square.tolist() == [[True, False, False], [True, True, False], [True, True, True]]
+    assert square.tolist() == [
+        [True, False, False],
+        [True, True, False],
+        [True, True, True],
+    ]
     # One new query over a cache of 4 earlier keys sees all 5.
     assert causal_mask(1, 5)[0].tolist() == [[True] * 5]
     with pytest.raises(ValueError, match="K >= Q"):
@@ -83,10 +98,18 @@ def test_masked_softmax_without_lens_is_softmax():
     causal=st.booleans(),
     data=st.data(),
 )
-def test_masked_softmax_property(batch, queries, keys, per_query, causal, data):
+def test_masked_softmax_property(
+    batch, queries, keys, per_query, causal, data
+):
     """Rows sum to 1 over valid positions (or are all zero) and are exactly 0 elsewhere."""
     shape = (batch, queries) if per_query else (batch,)
-    lens = data.draw(st.lists(st.integers(0, keys), min_size=math.prod(shape), max_size=math.prod(shape)))
+    lens = data.draw(
+        st.lists(
+            st.integers(0, keys),
+            min_size=math.prod(shape),
+            max_size=math.prod(shape),
+        )
+    )
     valid_lens = torch.tensor(lens).reshape(shape)
     if causal and keys < queries:
         causal = False
@@ -98,14 +121,20 @@ def test_masked_softmax_property(batch, queries, keys, per_query, causal, data):
     assert torch.all(weights[~mask] == 0)
     row_sums = weights.sum(-1)
     has_valid = mask.any(-1)
-    assert torch.allclose(row_sums[has_valid], torch.ones_like(row_sums[has_valid]), atol=1e-6)
+    assert torch.allclose(
+        row_sums[has_valid], torch.ones_like(row_sums[has_valid]), atol=1e-6
+    )
     assert torch.all(row_sums[~has_valid] == 0)
 
 
 @pytest.mark.parametrize("per_query", [False, True])
 def test_masked_softmax_matches_d2l(per_query):
     X = randn(3, 4, 6, dtype=F64)
-    valid_lens = torch.tensor([[1, 2, 6, 3], [4, 4, 1, 5], [6, 2, 2, 1]]) if per_query else torch.tensor([2, 6, 1])
+    valid_lens = (
+        torch.tensor([[1, 2, 6, 3], [4, 4, 1, 5], [6, 2, 2, 1]])
+        if per_query
+        else torch.tensor([2, 6, 1])
+    )
     ours = masked_softmax(X, valid_lens)
     theirs = d2l.masked_softmax(X.clone(), valid_lens)
     assert torch.allclose(ours, theirs, atol=1e-12)
@@ -113,51 +142,84 @@ def test_masked_softmax_matches_d2l(per_query):
 
 def test_masked_softmax_gradcheck():
     X = randn(2, 3, 5, dtype=F64).requires_grad_()
-    assert torch.autograd.gradcheck(lambda x: masked_softmax(x, torch.tensor([[1, 0, 5], [3, 2, 4]])), (X,))
-    assert torch.autograd.gradcheck(lambda x: masked_softmax(x, torch.tensor([2, 4]), causal=True), (X,))
+    assert torch.autograd.gradcheck(
+        lambda x: masked_softmax(x, torch.tensor([[1, 0, 5], [3, 2, 4]])), (X,)
+    )
+    assert torch.autograd.gradcheck(
+        lambda x: masked_softmax(x, torch.tensor([2, 4]), causal=True), (X,)
+    )
 
 
 # ----------------------------------------------------------------------------- dot-product attention
 
 
-def _torch_mask(valid_lens, batch, queries, keys, causal=False):
-    mask = sequence_mask(valid_lens, keys).expand(batch, queries, keys)
-    if causal:
-        mask = mask & causal_mask(queries, keys)
+def _torch_mask(valid_lens, queries, keys, causal=False):
+    """torch's boolean attn_mask (True = may attend), built without our mask helpers."""
+    mask = (
+        torch.arange(keys)[None, None, :] < valid_lens[:, None, None]
+    )  # (B, 1, K)
+    if causal:  # the queries are the last Q of the K positions
+        mask = mask & torch.ones(queries, keys, dtype=torch.bool).tril(
+            diagonal=keys - queries
+        )
     return mask
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("need_weights", [True, False])
-def test_dot_product_attention_matches_torch_sdpa(causal, need_weights):
+def test_explicit_dot_product_attention_matches_torch_sdpa(causal):
+    """The explicit path against the fused kernel; the fused path is checked against d2l, the
+    explicit path and torch.nn.MultiheadAttention, never against the kernel it calls."""
     torch.manual_seed(0)
-    q, k, v = randn(3, 5, 8, dtype=F64), randn(3, 5, 8, dtype=F64), randn(3, 5, 6, dtype=F64)
+    q, k, v = (
+        randn(3, 4, 8, dtype=F64),
+        randn(3, 5, 8, dtype=F64),
+        randn(3, 5, 6, dtype=F64),
+    )
     valid_lens = torch.tensor([5, 3, 1])
     attention = DotProductAttention(dropout=0.0).eval()
-    ours = attention(q, k, v, valid_lens, causal=causal, need_weights=need_weights)
-    mask = _torch_mask(valid_lens, 3, 5, 5, causal)
-    theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    assert ours.shape == (3, 5, 6)
+    ours = attention(q, k, v, valid_lens, causal=causal, need_weights=True)
+    theirs = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=_torch_mask(valid_lens, 4, 5, causal)
+    )
+    assert ours.shape == (3, 4, 6)
     assert torch.allclose(ours, theirs, atol=1e-6)
-    assert (attention.attention_weights is not None) == need_weights
+    assert attention.attention_weights is not None
 
 
 def test_fused_path_equals_explicit_path_float32():
     torch.manual_seed(1)
     q, k, v = randn(4, 7, 16), randn(4, 9, 16), randn(4, 9, 5)
     attention = DotProductAttention(0.3).eval()
-    for valid_lens in (None, torch.tensor([9, 0, 4, 1]), torch.randint(0, 10, (4, 7))):
+    for valid_lens in (
+        None,
+        torch.tensor([9, 0, 4, 1]),
+        torch.randint(0, 10, (4, 7)),
+    ):
         for causal in (False, True):
-            explicit = attention(q, k, v, valid_lens, causal=causal, need_weights=True)
-            fused = attention(q, k, v, valid_lens, causal=causal, need_weights=False)
+            explicit = attention(
+                q, k, v, valid_lens, causal=causal, need_weights=True
+            )
+            fused = attention(
+                q, k, v, valid_lens, causal=causal, need_weights=False
+            )
             assert torch.isfinite(fused).all()
-            assert torch.allclose(explicit, fused, atol=1e-5), (valid_lens, causal)
+            assert torch.allclose(explicit, fused, atol=1e-5), (
+                valid_lens,
+                causal,
+            )
 
 
-def test_dot_product_attention_matches_d2l():
-    q, k, v = randn(2, 3, 4, dtype=F64), randn(2, 6, 4, dtype=F64), randn(2, 6, 5, dtype=F64)
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_dot_product_attention_matches_d2l(need_weights):
+    q, k, v = (
+        randn(2, 3, 4, dtype=F64),
+        randn(2, 6, 4, dtype=F64),
+        randn(2, 6, 5, dtype=F64),
+    )
     valid_lens = torch.tensor([2, 6])
-    ours = DotProductAttention(0.0)(q, k, v, valid_lens)
+    ours = DotProductAttention(0.0)(
+        q, k, v, valid_lens, need_weights=need_weights
+    )
     reference = d2l.DotProductAttention(0.0)
     theirs = reference(q, k, v, valid_lens)
     assert torch.allclose(ours, theirs, atol=1e-12)
@@ -169,13 +231,22 @@ def test_dot_product_attention_gradcheck(need_weights):
     attention = DotProductAttention(0.0)
 
     def f(q, k, v):
-        return attention(q, k, v, torch.tensor([1, 3]), causal=True, need_weights=need_weights)
+        return attention(
+            q,
+            k,
+            v,
+            torch.tensor([1, 3]),
+            causal=True,
+            need_weights=need_weights,
+        )
 
     assert torch.autograd.gradcheck(f, (q, k, v))
 
 
 @settings(max_examples=30, deadline=None)
-@given(steps=st.integers(2, 7), t=st.integers(0, 6), seed=st.integers(0, 10_000))
+@given(
+    steps=st.integers(2, 7), t=st.integers(0, 6), seed=st.integers(0, 10_000)
+)
 def test_causal_output_at_t_ignores_later_inputs(steps, t, seed):
     """Changing inputs after step t leaves the causal self-attention output at steps <= t unchanged."""
     t = min(t, steps - 1)
@@ -183,11 +254,17 @@ def test_causal_output_at_t_ignores_later_inputs(steps, t, seed):
     attention = MultiHeadAttention(8, 2, bias=True).double().eval()
     X = torch.randn(2, steps, 8, generator=generator, dtype=F64)
     changed = X.clone()
-    changed[:, t + 1 :] = torch.randn(2, steps - t - 1, 8, generator=generator, dtype=F64)
+    changed[:, t + 1 :] = torch.randn(
+        2, steps - t - 1, 8, generator=generator, dtype=F64
+    )
     for need_weights in (True, False):
         before = attention(X, X, X, causal=True, need_weights=need_weights)
-        after = attention(changed, changed, changed, causal=True, need_weights=need_weights)
-        assert torch.allclose(before[:, : t + 1], after[:, : t + 1], atol=1e-12)
+        after = attention(
+            changed, changed, changed, causal=True, need_weights=need_weights
+        )
+        assert torch.allclose(
+            before[:, : t + 1], after[:, : t + 1], atol=1e-12
+        )
 
 
 # ----------------------------------------------------------------------------- additive and Luong
@@ -195,7 +272,11 @@ def test_causal_output_at_t_ignores_later_inputs(steps, t, seed):
 
 def test_additive_attention_matches_d2l():
     torch.manual_seed(0)
-    q, k, v = randn(2, 1, 20, dtype=F64), randn(2, 10, 2, dtype=F64), randn(2, 10, 4, dtype=F64)
+    q, k, v = (
+        randn(2, 1, 20, dtype=F64),
+        randn(2, 10, 2, dtype=F64),
+        randn(2, 10, 4, dtype=F64),
+    )
     valid_lens = torch.tensor([2, 6])
     reference = d2l.AdditiveAttention(num_hiddens=8, dropout=0.0).double()
     expected = reference(q, k, v, valid_lens)  # materialises the lazy layers
@@ -211,11 +292,17 @@ def test_additive_attention_gradcheck():
     q = randn(2, 2, 3, dtype=F64).requires_grad_()
     k = randn(2, 4, 5, dtype=F64).requires_grad_()
     v = randn(2, 4, 2, dtype=F64).requires_grad_()
-    assert torch.autograd.gradcheck(lambda q, k, v: module(q, k, v, torch.tensor([3, 1])), (q, k, v))
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: module(q, k, v, torch.tensor([3, 1])), (q, k, v)
+    )
 
 
 def test_luong_scores():
-    q, k, v = randn(2, 3, 4, dtype=F64), randn(2, 5, 4, dtype=F64), randn(2, 5, 2, dtype=F64)
+    q, k, v = (
+        randn(2, 3, 4, dtype=F64),
+        randn(2, 5, 4, dtype=F64),
+        randn(2, 5, 2, dtype=F64),
+    )
     dot = LuongAttention("dot", 4, 4)
     assert torch.allclose(dot.scores(q, k), q @ k.transpose(1, 2))
     general = LuongAttention("general", 4, 4).double()
@@ -231,9 +318,13 @@ def test_luong_scores():
         additive.W_q.weight.copy_(concat.W.weight[:, :4])
         additive.W_k.weight.copy_(concat.W.weight[:, 4:])
         additive.w_v.weight.copy_(concat.v.weight)
-    assert torch.allclose(additive(q, k, v, torch.tensor([5, 2])), out, atol=1e-12)
+    assert torch.allclose(
+        additive(q, k, v, torch.tensor([5, 2])), out, atol=1e-12
+    )
     q_grad = q.clone().requires_grad_()
-    assert torch.autograd.gradcheck(lambda x: general(x, k, v, torch.tensor([5, 2])), (q_grad,))
+    assert torch.autograd.gradcheck(
+        lambda x: general(x, k, v, torch.tensor([5, 2])), (q_grad,)
+    )
 
 
 # ----------------------------------------------------------------------------- multi-head attention
@@ -248,60 +339,83 @@ def test_transpose_qkv_round_trip_and_head_layout():
     assert torch.equal(transpose_output(heads, 4), X)
 
 
-def _copy_from_torch_mha(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
-    D = ours.num_hiddens
-    with torch.no_grad():
-        for i, layer in enumerate((ours.W_q, ours.W_k, ours.W_v)):
-            layer.weight.copy_(theirs.in_proj_weight[i * D : (i + 1) * D])
-            if layer.bias is not None:
-                layer.bias.copy_(theirs.in_proj_bias[i * D : (i + 1) * D])
-        ours.W_o.weight.copy_(theirs.out_proj.weight)
-        if ours.W_o.bias is not None:
-            ours.W_o.bias.copy_(theirs.out_proj.bias)
-
-
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("need_weights", [True, False])
 def test_multihead_matches_torch_multiheadattention(bias, need_weights):
     torch.manual_seed(0)
     D, H = 12, 3
-    theirs = nn.MultiheadAttention(D, H, bias=bias, batch_first=True, dtype=F64).eval()
+    theirs = nn.MultiheadAttention(
+        D, H, bias=bias, batch_first=True, dtype=F64
+    ).eval()
     ours = MultiHeadAttention(D, H, 0.0, bias=bias).double().eval()
-    _copy_from_torch_mha(ours, theirs)
+    copy_weights_from_torch(ours, theirs)
     q, kv = randn(3, 4, D, dtype=F64), randn(3, 6, D, dtype=F64)
     valid_lens = torch.tensor([6, 2, 5])
-    key_padding_mask = ~sequence_mask(valid_lens, 6)[:, 0]  # torch: True = ignore
-    expected, expected_weights = theirs(q, kv, kv, key_padding_mask=key_padding_mask, average_attn_weights=False)
+    key_padding_mask = (
+        torch.arange(6) >= valid_lens[:, None]
+    )  # torch: True = ignore
+    expected, expected_weights = theirs(
+        q,
+        kv,
+        kv,
+        key_padding_mask=key_padding_mask,
+        average_attn_weights=False,
+    )
     got = ours(q, kv, kv, valid_lens, need_weights=need_weights)
     assert torch.allclose(got, expected, atol=1e-6)
     if need_weights:
-        assert torch.allclose(ours.attention_weights, expected_weights, atol=1e-6)
+        assert torch.allclose(
+            ours.attention_weights, expected_weights, atol=1e-6
+        )
     # Causal self-attention against torch's attn_mask (True = not allowed).
-    expected_causal, _ = theirs(q, q, q, attn_mask=~causal_mask(4, 4)[0])
-    assert torch.allclose(ours(q, q, q, causal=True, need_weights=need_weights), expected_causal, atol=1e-6)
+    future = torch.ones(4, 4, dtype=torch.bool).triu(
+        diagonal=1
+    )  # torch: True = not allowed
+    expected_causal, _ = theirs(q, q, q, attn_mask=future)
+    assert torch.allclose(
+        ours(q, q, q, causal=True, need_weights=need_weights),
+        expected_causal,
+        atol=1e-6,
+    )
 
 
 def test_multihead_matches_d2l():
     torch.manual_seed(0)
-    reference = d2l.MultiHeadAttention(num_hiddens=16, num_heads=4, dropout=0.0).double().eval()
+    reference = (
+        d2l.MultiHeadAttention(num_hiddens=16, num_heads=4, dropout=0.0)
+        .double()
+        .eval()
+    )
     X, Y = randn(2, 4, 16, dtype=F64), randn(2, 6, 16, dtype=F64)
     valid_lens = torch.tensor([3, 2])
     expected = reference(X, Y, Y, valid_lens)
     ours = MultiHeadAttention(16, 4, 0.0).double().eval()
     ours.load_state_dict(reference.state_dict())
     assert torch.allclose(ours(X, Y, Y, valid_lens), expected, atol=1e-12)
-    assert torch.allclose(ours.attention_weights.reshape(8, 4, 6), reference.attention.attention_weights, atol=1e-12)
+    assert torch.allclose(
+        ours.attention_weights.reshape(8, 4, 6),
+        reference.attention.attention_weights,
+        atol=1e-12,
+    )
 
 
 @pytest.mark.parametrize("need_weights", [True, False])
 def test_multihead_gradcheck(need_weights):
-    module = MultiHeadAttention(6, 2, 0.0, bias=True, key_size=4, value_size=3).double()
+    module = MultiHeadAttention(
+        6, 2, 0.0, bias=True, key_size=4, value_size=3
+    ).double()
     q = randn(2, 3, 6, dtype=F64).requires_grad_()
     k = randn(2, 4, 4, dtype=F64).requires_grad_()
     v = randn(2, 4, 3, dtype=F64).requires_grad_()
 
     def f(q, k, v):
-        return module(q, k, v, torch.tensor([[4, 1, 0], [2, 3, 4]]), need_weights=need_weights)
+        return module(
+            q,
+            k,
+            v,
+            torch.tensor([[4, 1, 0], [2, 3, 4]]),
+            need_weights=need_weights,
+        )
 
     assert torch.autograd.gradcheck(f, (q, k, v))
 
@@ -339,7 +453,15 @@ def test_modules_forward_backward_on_device(device, need_weights):
     out = mha(q, q, q, causal=True, need_weights=need_weights)
     _backward(out)
     dot = DotProductAttention(0.1).to(device)
-    _backward(dot(q, kv, kv, torch.tensor([[1, 2, 5], [0, 0, 3]], device=device), need_weights=need_weights))
+    _backward(
+        dot(
+            q,
+            kv,
+            kv,
+            torch.tensor([[1, 2, 5], [0, 0, 3]], device=device),
+            need_weights=need_weights,
+        )
+    )
     assert kv.grad is not None and kv.grad.shape == kv.shape
 
 
@@ -355,7 +477,9 @@ def test_additive_and_luong_on_device(device):
         out = module.to(device)(q, kv, kv, lens)
         assert out.shape == (2, 3, 6) and out.device.type == device.type
         _backward(out)
-    _backward(masked_softmax(q, torch.tensor([3, 4], device=device), causal=True))
+    _backward(
+        masked_softmax(q, torch.tensor([3, 4], device=device), causal=True)
+    )
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -366,21 +490,27 @@ def test_bad_input_is_refused_with_the_argument_named():
     mha = MultiHeadAttention(8, 2)
     with pytest.raises(ValueError, match="num_hiddens.*num_heads"):
         MultiHeadAttention(10, 3)
-    with pytest.raises(ValueError, match=r"valid_lens must have shape \(B,\)=\(2,\)"):
+    with pytest.raises(
+        ValueError, match=r"valid_lens must have shape \(B,\)=\(2,\)"
+    ):
         mha(q, k, k, torch.tensor([1, 2, 3]))
     with pytest.raises(ValueError, match="valid_lens must have shape"):
         mha(q, k, k, torch.ones(2, 3, 5, dtype=torch.long))
-    with pytest.raises(ValueError, match=r"valid_lens must have shape .*\(2, 3\)"):
+    with pytest.raises(
+        ValueError, match=r"valid_lens must have shape .*\(2, 3\)"
+    ):
         mha(q, k, k, torch.ones(2, 4, dtype=torch.long))
     with pytest.raises(ValueError, match="valid_lens must be >= 0"):
         mha(q, k, k, torch.tensor([-1, 2]))
-    with pytest.raises(ValueError, match="valid_lens must be <= K=5"):
+    with pytest.raises(ValueError, match="valid_lens must be <= 5"):
         mha(q, k, k, torch.tensor([6, 2]))
     with pytest.raises(TypeError, match="valid_lens must hold integers"):
         mha(q, k, k, torch.tensor([1.0, 2.0]))
     with pytest.raises(TypeError, match="valid_lens must be a torch.Tensor"):
         mha(q, k, k, [1, 2])
-    with pytest.raises(ValueError, match="keys .* and values .* must have the same K"):
+    with pytest.raises(
+        ValueError, match="keys .* and values .* must have the same K"
+    ):
         mha(q, k, randn(2, 4, 8))
     with pytest.raises(ValueError, match="queries must have shape"):
         mha(randn(2, 3, 7), k, k)
@@ -400,8 +530,29 @@ def test_bad_input_is_refused_with_the_argument_named():
         LuongAttention("dot", 4, 3)
 
 
-def test_value_checks_are_skipped_off_the_cpu_and_stay_finite():
-    """Documented choice: lengths are range-checked only on the CPU; elsewhere they act clamped."""
-    q = randn(1, 2, 4, device="meta")
-    out = DotProductAttention()(q, q, q, torch.tensor([7], device="meta"))  # no data to check on meta
-    assert out.shape == (1, 2, 4)
+def test_out_of_range_lengths_are_refused_on_the_cpu_and_act_clamped_elsewhere():
+    """Documented choice: lengths are range-checked only on the CPU; elsewhere they act as if
+    clamped to [0, K]. The fused kernel and the masks never read the checks, so they show what
+    an unchecked length does."""
+    q = randn(2, 3, 4)
+    with pytest.raises(ValueError, match="valid_lens must be <= 3"):
+        DotProductAttention()(q, q, q, torch.tensor([7, 1]))
+    out_of_range, clamped = torch.tensor([7, -1]), torch.tensor([3, 0])
+    assert torch.equal(
+        attention_mask(out_of_range, 3, 3, True, q.device),
+        attention_mask(clamped, 3, 3, True, q.device),
+    )
+    unchecked = fused_attention(q, q, q, out_of_range, False, 0.0)
+    assert torch.isfinite(unchecked).all() and (unchecked[1] == 0).all()
+    torch.testing.assert_close(
+        unchecked,
+        fused_attention(q, q, q, clamped, False, 0.0),
+        rtol=0,
+        atol=0,
+    )
+    meta = randn(
+        2, 3, 4, device="meta"
+    )  # no values to read: accepted, shape only
+    assert DotProductAttention()(
+        meta, meta, meta, torch.tensor([7, -1], device="meta")
+    ).shape == (2, 3, 4)

@@ -9,7 +9,7 @@ from course_pkg.attention_reading import (
     POSTPOSED_ADJECTIVES,
     adjective_attention,
 )
-from course_pkg.data import english_french_corpus
+from course_pkg.corpus import english_french_corpus
 
 
 def one_hot_rows(argmaxes: list[list[int]], S: int, T: int) -> torch.Tensor:
@@ -75,6 +75,4 @@ def test_bad_input_is_refused_with_its_name():
     with pytest.raises(ValueError, match="smaller"):
         adjective_attention([SOURCE], [REFERENCE], [REFERENCE], w[:, :3])
     with pytest.raises(ValueError, match="no correctly written"):
-        adjective_attention(
-            [SOURCE], [["le", "chat"]], [REFERENCE], w
-        )
+        adjective_attention([SOURCE], [["le", "chat"]], [REFERENCE], w)

@@ -43,7 +43,9 @@ def eligible_positions(tokens, valid_lens, num_special=NUM_SPECIAL):
     return (positions[None] < valid_lens[:, None]) & (tokens >= num_special)
 
 
-def within_binomial(count: int, trials: int, p: float, sigmas: float = 5.0) -> bool:
+def within_binomial(
+    count: int, trials: int, p: float, sigmas: float = 5.0
+) -> bool:
     return abs(count - trials * p) <= sigmas * math.sqrt(trials * p * (1 - p))
 
 
@@ -53,7 +55,12 @@ def within_binomial(count: int, trials: int, p: float, sigmas: float = 5.0) -> b
 def test_mask_tokens_rates_on_a_large_batch():
     tokens, valid_lens = random_batch(0, 4000, 30)
     inputs, labels = mask_tokens(
-        tokens, valid_lens, MASK_ID, V, NUM_SPECIAL, generator=torch.Generator().manual_seed(1)
+        tokens,
+        valid_lens,
+        MASK_ID,
+        V,
+        NUM_SPECIAL,
+        generator=torch.Generator().manual_seed(1),
     )
     eligible = eligible_positions(tokens, valid_lens)
     selected = labels != IGNORE_INDEX
@@ -67,14 +74,18 @@ def test_mask_tokens_rates_on_a_large_batch():
     p_same = 1 / (V - NUM_SPECIAL)
     assert within_binomial(int(masked.sum()), num_selected, 0.8)
     assert within_binomial(int(kept.sum()), num_selected, 0.1 + 0.1 * p_same)
-    assert within_binomial(int(swapped.sum()), num_selected, 0.1 * (1 - p_same))
+    assert within_binomial(
+        int(swapped.sum()), num_selected, 0.1 * (1 - p_same)
+    )
     # Random replacements are uniform over the non-special ids: every id turns up.
     replaced = inputs[swapped]
     assert int(replaced.min()) >= NUM_SPECIAL
     counts = torch.bincount(replaced - NUM_SPECIAL, minlength=V - NUM_SPECIAL)
     expected = len(replaced) / (V - NUM_SPECIAL)
     chi2 = float(((counts - expected) ** 2 / expected).sum())
-    assert chi2 < 34 + 5 * math.sqrt(2 * 34)  # 34 degrees of freedom, far in the tail
+    assert chi2 < 34 + 5 * math.sqrt(
+        2 * 34
+    )  # 34 degrees of freedom, far in the tail
 
 
 @settings(max_examples=60, deadline=None)
@@ -85,16 +96,26 @@ def test_mask_tokens_rates_on_a_large_batch():
     vocab=st.integers(NUM_SPECIAL + 1, 30),
     mask_prob=st.floats(0.0, 1.0),
 )
-def test_mask_tokens_touches_only_selected_valid_non_special_positions(seed, B, T, vocab, mask_prob):
+def test_mask_tokens_touches_only_selected_valid_non_special_positions(
+    seed, B, T, vocab, mask_prob
+):
     tokens, valid_lens = random_batch(seed, B, T, vocab)
     inputs, labels = mask_tokens(
-        tokens, valid_lens, MASK_ID, vocab, NUM_SPECIAL, mask_prob, torch.Generator().manual_seed(seed)
+        tokens,
+        valid_lens,
+        MASK_ID,
+        vocab,
+        NUM_SPECIAL,
+        mask_prob,
+        torch.Generator().manual_seed(seed),
     )
     eligible = eligible_positions(tokens, valid_lens)
     selected = labels != IGNORE_INDEX
     assert inputs.shape == labels.shape == tokens.shape
     assert inputs.dtype == labels.dtype == tokens.dtype
-    assert not (selected & ~eligible).any()  # never padding, never a special token
+    assert not (
+        selected & ~eligible
+    ).any()  # never padding, never a special token
     assert torch.equal(labels[selected], tokens[selected])
     assert torch.equal(inputs[~selected], tokens[~selected])
     changed = inputs[selected]
@@ -105,9 +126,13 @@ def test_mask_tokens_touches_only_selected_valid_non_special_positions(seed, B, 
 def test_mask_tokens_extreme_probabilities():
     tokens, valid_lens = random_batch(3, 50, 10)
     eligible = eligible_positions(tokens, valid_lens)
-    _, labels = mask_tokens(tokens, valid_lens, MASK_ID, V, NUM_SPECIAL, mask_prob=0.0)
+    _, labels = mask_tokens(
+        tokens, valid_lens, MASK_ID, V, NUM_SPECIAL, mask_prob=0.0
+    )
     assert (labels == IGNORE_INDEX).all()
-    _, labels = mask_tokens(tokens, valid_lens, MASK_ID, V, NUM_SPECIAL, mask_prob=1.0)
+    _, labels = mask_tokens(
+        tokens, valid_lens, MASK_ID, V, NUM_SPECIAL, mask_prob=1.0
+    )
     assert torch.equal(labels != IGNORE_INDEX, eligible)
 
 
@@ -115,7 +140,15 @@ def test_mask_tokens_is_deterministic_given_the_generator():
     tokens, valid_lens = random_batch(4, 20, 15)
 
     def draw(seed):
-        return mask_tokens(tokens, valid_lens, MASK_ID, V, NUM_SPECIAL, 0.5, torch.Generator().manual_seed(seed))
+        return mask_tokens(
+            tokens,
+            valid_lens,
+            MASK_ID,
+            V,
+            NUM_SPECIAL,
+            0.5,
+            torch.Generator().manual_seed(seed),
+        )
 
     first, again, other = draw(7), draw(7), draw(8)
     assert all(torch.equal(a, b) for a, b in zip(first, again))
@@ -124,8 +157,17 @@ def test_mask_tokens_is_deterministic_given_the_generator():
 
 def test_mask_tokens_runs_on_meta_without_reading_values():
     tokens = torch.empty(2, 5, dtype=torch.long, device="meta")
-    inputs, labels = mask_tokens(tokens, torch.empty(2, dtype=torch.long, device="meta"), MASK_ID, V, NUM_SPECIAL)
-    assert inputs.device.type == labels.device.type == "meta" and inputs.shape == (2, 5)
+    inputs, labels = mask_tokens(
+        tokens,
+        torch.empty(2, dtype=torch.long, device="meta"),
+        MASK_ID,
+        V,
+        NUM_SPECIAL,
+    )
+    assert (
+        inputs.device.type == labels.device.type == "meta"
+        and inputs.shape == (2, 5)
+    )
 
 
 @pytest.mark.parametrize(
@@ -149,7 +191,9 @@ def test_mask_tokens_runs_on_meta_without_reading_values():
         ({"generator": 0}, TypeError, "generator"),
     ],
 )
-def test_mask_tokens_refuses_bad_input_naming_the_argument(kwargs, error, name):
+def test_mask_tokens_refuses_bad_input_naming_the_argument(
+    kwargs, error, name
+):
     arguments = {
         "tokens": torch.full((2, 3), NUM_SPECIAL),
         "valid_lens": torch.tensor([3, 1]),
@@ -167,7 +211,9 @@ def test_mask_tokens_refuses_bad_input_naming_the_argument(kwargs, error, name):
 # ----------------------------------------------------------------------------- the encoder
 
 
-def encoder(seed: int = 0, dropout: float = 0.0, max_len: int = 20) -> BERTEncoder:
+def encoder(
+    seed: int = 0, dropout: float = 0.0, max_len: int = 20
+) -> BERTEncoder:
     torch.manual_seed(seed)
     return BERTEncoder(V, D, FFN, H, N, dropout, max_len=max_len).eval()
 
@@ -187,12 +233,16 @@ def test_padded_tokens_and_segments_never_change_a_valid_output(seed):
     tokens, segments, valid_lens = encoder_batch()
     generator = torch.Generator().manual_seed(seed)
     padded = torch.arange(tokens.shape[1])[None] >= valid_lens[:, None]
-    other_tokens = torch.where(padded, torch.randint(0, V, tokens.shape, generator=generator), tokens)
+    other_tokens = torch.where(
+        padded, torch.randint(0, V, tokens.shape, generator=generator), tokens
+    )
     other_segments = torch.where(padded, 1 - segments, segments)
     with torch.no_grad():
         before = model(tokens, segments, valid_lens)
         after = model(other_tokens, other_segments, valid_lens)
-    torch.testing.assert_close(after[~padded], before[~padded], atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        after[~padded], before[~padded], atol=1e-6, rtol=0
+    )
     assert before.shape == (4, 9, D)
 
 
@@ -205,7 +255,11 @@ def test_segments_and_positions_change_the_output():
         rolled = model(tokens.roll(1, dims=1), segments.roll(1, dims=1), None)
     assert not torch.allclose(base[0], flipped[0])
     # The same tokens one position later: without position embeddings the first row would only move.
-    assert not torch.allclose(rolled[0, 1:], model(tokens, segments, None)[0, :-1].detach(), atol=1e-3)
+    assert not torch.allclose(
+        rolled[0, 1:],
+        model(tokens, segments, None)[0, :-1].detach(),
+        atol=1e-3,
+    )
 
 
 def test_encoder_matches_d2l_bert_encoder():
@@ -216,7 +270,10 @@ def test_encoder_matches_d2l_bert_encoder():
     theirs.load_state_dict(ours.state_dict())
     with torch.no_grad():
         torch.testing.assert_close(
-            ours(tokens, segments, valid_lens), theirs(tokens, segments, valid_lens), atol=1e-5, rtol=1e-5
+            ours(tokens, segments, valid_lens),
+            theirs(tokens, segments, valid_lens),
+            atol=1e-5,
+            rtol=1e-5,
         )
 
 
@@ -224,25 +281,51 @@ def test_encoder_matches_d2l_bert_encoder():
 def test_reused_blocks_match_torch_transformer_encoder_layers():
     """Our embeddings followed by torch's post-norm encoder layers with our block weights."""
     ours = encoder(seed=2)
-    layers = [nn.TransformerEncoderLayer(D, H, FFN, dropout=0.0, batch_first=True).train() for _ in range(N)]
+    layers = [
+        nn.TransformerEncoderLayer(
+            D, H, FFN, dropout=0.0, batch_first=True
+        ).train()
+        for _ in range(N)
+    ]
     for layer, blk in zip(layers, ours.blks):
         attention = blk.attention
         layer.self_attn.in_proj_weight.copy_(
-            torch.cat([attention.W_q.weight, attention.W_k.weight, attention.W_v.weight])
+            torch.cat(
+                [
+                    attention.W_q.weight,
+                    attention.W_k.weight,
+                    attention.W_v.weight,
+                ]
+            )
         )
-        layer.self_attn.in_proj_bias.copy_(torch.cat([attention.W_q.bias, attention.W_k.bias, attention.W_v.bias]))
+        layer.self_attn.in_proj_bias.copy_(
+            torch.cat(
+                [attention.W_q.bias, attention.W_k.bias, attention.W_v.bias]
+            )
+        )
         layer.self_attn.out_proj.load_state_dict(attention.W_o.state_dict())
         layer.linear1.load_state_dict(blk.ffn.dense1.state_dict())
         layer.linear2.load_state_dict(blk.ffn.dense2.state_dict())
-        blk.addnorm1.ln.weight.uniform_(0.5, 1.5)  # not the default 1, so a swap would show
+        blk.addnorm1.ln.weight.uniform_(
+            0.5, 1.5
+        )  # not the default 1, so a swap would show
         layer.norm1.load_state_dict(blk.addnorm1.ln.state_dict())
         layer.norm2.load_state_dict(blk.addnorm2.ln.state_dict())
     tokens, segments, valid_lens = encoder_batch()
-    X = ours.token_embedding(tokens) + ours.segment_embedding(segments) + ours.pos_embedding[:, : tokens.shape[1]]
+    X = (
+        ours.token_embedding(tokens)
+        + ours.segment_embedding(segments)
+        + ours.pos_embedding[:, : tokens.shape[1]]
+    )
     padding = torch.arange(tokens.shape[1])[None] >= valid_lens[:, None]
     for layer in layers:  # train mode (dropout 0) keeps torch off its fast path that zeroes padding
         X = layer(X, src_key_padding_mask=padding)
-    torch.testing.assert_close(ours(tokens, segments, valid_lens)[~padding], X[~padding], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        ours(tokens, segments, valid_lens)[~padding],
+        X[~padding],
+        atol=1e-5,
+        rtol=1e-5,
+    )
 
 
 def test_gradcheck_encoder_float64():
@@ -250,7 +333,11 @@ def test_gradcheck_encoder_float64():
     tokens, segments, valid_lens = encoder_batch(B=2, T=4)
 
     def run(pos_embedding):
-        return torch.func.functional_call(model, {"pos_embedding": pos_embedding}, (tokens, segments, valid_lens))
+        return torch.func.functional_call(
+            model,
+            {"pos_embedding": pos_embedding},
+            (tokens, segments, valid_lens),
+        )
 
     table = model.pos_embedding.detach().clone().requires_grad_(True)
     assert torch.autograd.gradcheck(run, (table,), eps=1e-6, atol=1e-5)
@@ -268,7 +355,11 @@ def test_gradcheck_encoder_float64():
         (lambda t, s, v: (t, s, v[:-1]), ValueError, "valid_lens"),
         (lambda t, s, v: (t, s, v + 20), ValueError, "valid_lens"),
         (lambda t, s, v: (t, s, [1, 2, 3, 4]), TypeError, "valid_lens"),
-        (lambda t, s, v: (t.repeat(1, 3), s.repeat(1, 3), v), ValueError, "max_len"),
+        (
+            lambda t, s, v: (t.repeat(1, 3), s.repeat(1, 3), v),
+            ValueError,
+            "max_len",
+        ),
     ],
 )
 def test_encoder_refuses_bad_input_naming_the_argument(change, error, name):
@@ -285,7 +376,11 @@ def test_heads_and_model_shapes():
     model = BERTModel(V, D, FFN, H, N, 0.0, max_len=20).eval()
     tokens, segments, valid_lens = encoder_batch()
     encoded, mlm_scores, pair_scores = model(tokens, segments, valid_lens)
-    assert encoded.shape == (4, 9, D) and mlm_scores.shape == (4, 9, V) and pair_scores.shape == (4, 2)
+    assert (
+        encoded.shape == (4, 9, D)
+        and mlm_scores.shape == (4, 9, V)
+        and pair_scores.shape == (4, 2)
+    )
     torch.testing.assert_close(mlm_scores, model.mlm(encoded))
     torch.testing.assert_close(pair_scores, model.pair(encoded))
 
@@ -317,8 +412,13 @@ def test_mean_pooling_averages_the_valid_positions_only():
     classifier = BERTClassifier(encoder(), 3, pooling="mean").eval()
     tokens, segments, valid_lens = encoder_batch()
     encoded = classifier.encoder(tokens, segments, valid_lens)
-    means = torch.stack([encoded[i, :n].mean(dim=0) for i, n in enumerate(valid_lens.tolist())])
-    torch.testing.assert_close(classifier(tokens, segments, valid_lens), classifier.classifier(means[:, None]))
+    means = torch.stack(
+        [encoded[i, :n].mean(dim=0) for i, n in enumerate(valid_lens.tolist())]
+    )
+    torch.testing.assert_close(
+        classifier(tokens, segments, valid_lens),
+        classifier.classifier(means[:, None]),
+    )
 
 
 @pytest.mark.parametrize("head", [MaskLM(V, D), CLSClassifier(D, 2)])

@@ -14,7 +14,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def _launch_extension():
-    spec = importlib.util.spec_from_file_location("launch_buttons", ROOT / "_ext" / "launch_buttons.py")
+    spec = importlib.util.spec_from_file_location(
+        "launch_buttons", ROOT / "_ext" / "launch_buttons.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -22,8 +24,13 @@ def _launch_extension():
 
 def _configured(repository_url: str) -> dict:
     # What jupyter-book hands Sphinx: empty launch URLs by default.
-    options = {"repository_url": repository_url, "launch_buttons": {"colab_url": "", "binderhub_url": ""}}
-    _launch_extension()._configure(None, SimpleNamespace(html_theme_options=options))
+    options = {
+        "repository_url": repository_url,
+        "launch_buttons": {"colab_url": "", "binderhub_url": ""},
+    }
+    _launch_extension()._configure(
+        None, SimpleNamespace(html_theme_options=options)
+    )
     return options["launch_buttons"]
 
 
@@ -40,14 +47,23 @@ def test_launch_buttons_once_the_repository_is_set():
 
 def test_config_keeps_the_promises_of_the_readme():
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
-    assert config["execute"]["execute_notebooks"] == "off"  # nbval runs them; the build reads outputs
+    assert (
+        config["execute"]["execute_notebooks"] == "off"
+    )  # nbval runs them; the build reads outputs
     assert config["html"]["use_download_button"] is True
     assert "sphinx-mathjax-offline" in config["sphinx"]["extra_extensions"]
-    assert {"dollarmath", "amsmath", "colon_fence"} <= set(config["parse"]["myst_enable_extensions"])
+    assert {"dollarmath", "amsmath", "colon_fence"} <= set(
+        config["parse"]["myst_enable_extensions"]
+    )
 
 
 def test_every_chapter_notebook_is_in_the_toc():
     listed = set(toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text())))
-    notebooks = {p.relative_to(ROOT).with_suffix("").as_posix() for p in (ROOT / "book").glob("*.ipynb")}
-    assert notebooks <= listed, f"not in _toc.yml, so neither built nor tested: {sorted(notebooks - listed)}"
+    notebooks = {
+        p.relative_to(ROOT).with_suffix("").as_posix()
+        for p in (ROOT / "book").glob("*.ipynb")
+    }
+    assert notebooks <= listed, (
+        f"not in _toc.yml, so neither built nor tested: {sorted(notebooks - listed)}"
+    )
     assert toc_notebooks(), "nbval would have nothing to run"

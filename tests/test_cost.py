@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
-from course_pkg.cost import fastest_seconds, sequential_depth
-from course_pkg.train import seq2seq_model
+from course_pkg.cost import fastest_seconds, median_seconds, sequential_depth
+from course_pkg.seq2seq import seq2seq_model
 from course_pkg.transformer import Transformer
 
 
@@ -63,6 +65,17 @@ def test_fastest_seconds_warms_up_then_times_each_repeat():
     calls = []
     seconds = fastest_seconds(lambda: calls.append(1), repeats=4)
     assert len(calls) == 5 and seconds >= 0.0
-    for bad in (0, -1, 2.0):
+    for bad in (0, -1):
         with pytest.raises(ValueError, match="repeats"):
             fastest_seconds(lambda: None, repeats=bad)
+    with pytest.raises(TypeError, match="repeats"):
+        fastest_seconds(lambda: None, repeats=2.0)
+
+
+def test_median_seconds_is_the_middle_call():
+    durations = iter([0.0, 0.03, 0.01, 0.02])  # the warm-up, then three calls
+
+    def sleep_next():
+        time.sleep(next(durations))
+
+    assert 0.015 <= median_seconds(sleep_next, repeats=3) < 0.03

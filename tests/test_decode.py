@@ -17,10 +17,8 @@ from course_pkg.decode import (
     greedy_decode,
     sequence_log_prob,
 )
+from course_pkg.encoder_decoder import Decoder, Encoder, EncoderDecoder
 from course_pkg.seq2seq import (
-    Decoder,
-    Encoder,
-    EncoderDecoder,
     Seq2SeqAttentionDecoder,
     Seq2SeqDecoder,
     Seq2SeqEncoder,
@@ -231,6 +229,14 @@ def test_sequence_log_prob_matches_step_by_step_scores():
 # ----------------------------------------------------------------------------- beam search
 
 
+def exhaustive_beam(model, src, valid_lens, vocab, num_steps, alpha):
+    """Beam search with a beam wide enough to keep every hypothesis."""
+    beam_size = vocab**num_steps
+    return beam_search(
+        model, src, valid_lens, BOS, EOS, num_steps, beam_size, alpha
+    )
+
+
 @pytest.mark.parametrize("attention", [False, True])
 @pytest.mark.parametrize("alpha", [0.0, 0.75])
 def test_beam_of_one_is_greedy(attention, alpha):
@@ -282,16 +288,7 @@ def test_exhaustive_beam_finds_the_best_sequence(alpha, seed):
         lp / len(h) ** alpha for lp, h in zip(log_probs.tolist(), hypotheses)
     ]
     best = max(range(len(hypotheses)), key=normalised.__getitem__)
-    beam = beam_search(
-        model,
-        src,
-        valid_lens,
-        BOS,
-        EOS,
-        num_steps,
-        beam_size=vocab**num_steps,
-        alpha=alpha,
-    )
+    beam = exhaustive_beam(model, src, valid_lens, vocab, num_steps, alpha)
     assert cut_at_eos(beam[0].tolist(), EOS) == cut_at_eos(
         hypotheses[best], EOS
     )
@@ -323,16 +320,7 @@ def test_exhaustive_beam_scores_at_least_greedy(seed):
     model = gru_model(False, tgt_vocab=vocab, seed=seed)
     src, valid_lens = source(batch_size=2, seed=seed)
     greedy, _ = greedy_decode(model, src, valid_lens, BOS, EOS, num_steps)
-    beam = beam_search(
-        model,
-        src,
-        valid_lens,
-        BOS,
-        EOS,
-        num_steps,
-        beam_size=vocab**num_steps,
-        alpha=0.0,
-    )
+    beam = exhaustive_beam(model, src, valid_lens, vocab, num_steps, 0.0)
     greedy_lp = sequence_log_prob(model, src, valid_lens, greedy, BOS, EOS)
     beam_lp = sequence_log_prob(model, src, valid_lens, beam, BOS, EOS)
     assert torch.all(beam_lp >= greedy_lp - 1e-12)
@@ -366,7 +354,7 @@ def test_beam_rows_are_searched_independently():
         (torch.zeros(5, dtype=torch.long), torch.tensor([5]), ValueError),
         (torch.zeros(2, 5), torch.tensor([5, 5]), TypeError),
         (torch.zeros(2, 5, dtype=torch.long), torch.tensor([5]), ValueError),
-        (torch.zeros(2, 5, dtype=torch.long), [5, 5], ValueError),
+        (torch.zeros(2, 5, dtype=torch.long), [5, 5], TypeError),
     ],
 )
 def test_decoders_refuse_bad_sources(src, valid_lens, error):
@@ -405,9 +393,12 @@ def test_beam_refuses_bad_settings(kwargs, words):
 # ----------------------------------------------------------------------------- translate
 
 
-def test_translate_runs_the_pipeline_from_strings():
+def test_translate_returns_the_references_a_model_has_memorised():
+    """From strings to strings: a model trained until it knows three pairs by heart must give
+    back their references, greedy and with a beam, whatever else is in the batch."""
     from course_pkg.data import Vocab, build_arrays, tokenize_pairs
     from course_pkg.decode import translate
+    from course_pkg.train import train_seq2seq
 
     pairs = [
         ("i see the cat .", "je vois le chat ."),
@@ -418,35 +409,29 @@ def test_translate_runs_the_pipeline_from_strings():
     src_vocab, tgt_vocab = Vocab(src_tokens), Vocab(tgt_tokens)
     torch.manual_seed(0)
     model = EncoderDecoder(
-        Seq2SeqEncoder(len(src_vocab), 6, 12, 1),
-        Seq2SeqAttentionDecoder(len(tgt_vocab), 6, 12, 1),
+        Seq2SeqEncoder(len(src_vocab), 16, 32, 1),
+        Seq2SeqAttentionDecoder(len(tgt_vocab), 16, 32, 1),
     )
-    src, src_valid_len, _, _ = build_arrays(
-        pairs, src_vocab, tgt_vocab, num_steps=6
-    )
+    batch = build_arrays(pairs, src_vocab, tgt_vocab, num_steps=6)
+    train_seq2seq(model, [batch] * 40, 0.02, 3, tgt_vocab, progress=False)
     sentences = [en for en, _ in pairs]
+    references = [fr.split() for _, fr in pairs]
     for beam_size in (1, 2):
-        if beam_size == 1:
-            tokens, _ = greedy_decode(
-                model, src, src_valid_len, tgt_vocab.bos, tgt_vocab.eos, 6
-            )
-        else:
-            tokens = beam_search(
-                model,
-                src,
-                src_valid_len,
-                tgt_vocab.bos,
-                tgt_vocab.eos,
-                6,
-                beam_size,
-            )
-        expected = [
-            [tgt_vocab.idx_to_token[i] for i in cut_at_eos(row, tgt_vocab.eos)]
-            for row in tokens.tolist()
-        ]
         assert (
             translate(
                 model, sentences, src_vocab, tgt_vocab, 6, beam_size=beam_size
             )
-            == expected
+            == references
+        )
+        # one sentence alone gives what it gives in the batch
+        assert (
+            translate(
+                model,
+                sentences[1:2],
+                src_vocab,
+                tgt_vocab,
+                6,
+                beam_size=beam_size,
+            )
+            == references[1:2]
         )

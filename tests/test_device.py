@@ -20,7 +20,13 @@ def test_course_device_overrides(monkeypatch):
 
 def test_default_prefers_cuda_then_mps_then_cpu(monkeypatch):
     monkeypatch.delenv("COURSE_DEVICE", raising=False)
-    expected = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    expected = (
+        "cuda"
+        if torch.cuda.is_available()
+        else "mps"
+        if torch.backends.mps.is_available()
+        else "cpu"
+    )
     assert get_device().type == expected
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from torch.utils.data import TensorDataset
 
 from course_pkg import distributed
-from course_pkg.data import english_french_corpus, translation_dataloaders
+from course_pkg.corpus import english_french_corpus
+from course_pkg.data import translation_dataloaders
 from course_pkg.train import masked_cross_entropy
 from course_pkg.transformer import Transformer
 
@@ -30,19 +31,54 @@ ARGV = ["--num-pairs", "400", "--batch-size", "16", "--threads", "1"]
 # Adam divides each gradient entry by its own size, magnifying rounding in entries near 0.
 LONG = ["--epochs", "2", "--max-steps", "3"]
 RUNS = {
-    "float64, SGD": (["--dtype", "float64", "--optimizer", "sgd", "--lr", "0.1", *LONG], 1e-10),
-    "float64, Adam": (["--dtype", "float64", "--optimizer", "adam", "--lr", "0.01", *LONG], 1e-10),
-    "float32, SGD": (["--optimizer", "sgd", "--lr", "0.1", "--epochs", "1", "--max-steps", "3"], 1e-6),
+    "float64, SGD": (
+        ["--dtype", "float64", "--optimizer", "sgd", "--lr", "0.1", *LONG],
+        1e-10,
+    ),
+    "float64, Adam": (
+        ["--dtype", "float64", "--optimizer", "adam", "--lr", "0.01", *LONG],
+        1e-10,
+    ),
+    "float32, SGD": (
+        [
+            "--optimizer",
+            "sgd",
+            "--lr",
+            "0.1",
+            "--epochs",
+            "1",
+            "--max-steps",
+            "3",
+        ],
+        1e-6,
+    ),
 }
 WORLD_SIZE = 2
 
 
 def _rank_main(rank: int, port: int, save_dir: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                      WORLD_SIZE=str(WORLD_SIZE), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(WORLD_SIZE))
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        WORLD_SIZE=str(WORLD_SIZE),
+        LOCAL_RANK=str(rank),
+        LOCAL_WORLD_SIZE=str(WORLD_SIZE),
+    )
     for i, (flags, _) in enumerate(RUNS.values()):
-        distributed.main([*ARGV, *flags, "--device", "cpu", "--sync", "hand", "ddp",
-                          "--save", os.path.join(save_dir, f"{i}.pt")])
+        distributed.main(
+            [
+                *ARGV,
+                *flags,
+                "--device",
+                "cpu",
+                "--sync",
+                "hand",
+                "ddp",
+                "--save",
+                os.path.join(save_dir, f"{i}.pt"),
+            ]
+        )
 
 
 @pytest.fixture(scope="module")
@@ -53,14 +89,20 @@ def trained(tmp_path_factory):
     # The reference first: the ranks, forked after it, start with everything it imported loaded
     # (the first optimizer alone imports torch._dynamo) and the corpus in its cache.
     for name, (flags, _) in RUNS.items():
-        reference = distributed.train_data_parallel(distributed.parse_args([*ARGV, *flags]), None)
-        states[name] = {"one process": reference["model"].state_dict(),
-                        "losses": {"one process": reference["step_loss"]}}
+        reference = distributed.train_data_parallel(
+            distributed.parse_args([*ARGV, *flags]), None
+        )
+        states[name] = {
+            "one process": reference["model"].state_dict(),
+            "losses": {"one process": reference["step_loss"]},
+        }
     save_dir = tmp_path_factory.mktemp("ddp")
     context = multiprocessing.get_context("fork")
     port = distributed.free_port()
-    ranks = [context.Process(target=_rank_main, args=(rank, port, str(save_dir)))
-             for rank in range(WORLD_SIZE)]
+    ranks = [
+        context.Process(target=_rank_main, args=(rank, port, str(save_dir)))
+        for rank in range(WORLD_SIZE)
+    ]
     for process in ranks:
         process.start()
     for process in ranks:
@@ -70,18 +112,27 @@ def trained(tmp_path_factory):
     assert [process.exitcode for process in ranks] == [0] * WORLD_SIZE
     for i, name in enumerate(RUNS):
         saved = torch.load(save_dir / f"{i}.pt", weights_only=True)
-        states[name].update({sync: saved[sync]["model"] for sync in ("hand", "ddp")})
-        states[name]["losses"].update({sync: saved[sync]["step_loss"] for sync in ("hand", "ddp")})
+        states[name].update(
+            {sync: saved[sync]["model"] for sync in ("hand", "ddp")}
+        )
+        states[name]["losses"].update(
+            {sync: saved[sync]["step_loss"] for sync in ("hand", "ddp")}
+        )
     return states
 
 
 def _max_difference(first: dict, second: dict) -> float:
     assert first.keys() == second.keys()
-    return max((first[name].double() - second[name].double()).abs().max().item() for name in first)
+    return max(
+        (first[name].double() - second[name].double()).abs().max().item()
+        for name in first
+    )
 
 
 @pytest.mark.parametrize("run", list(RUNS))
-@pytest.mark.parametrize("pair", [("one process", "hand"), ("one process", "ddp"), ("hand", "ddp")])
+@pytest.mark.parametrize(
+    "pair", [("one process", "hand"), ("one process", "ddp"), ("hand", "ddp")]
+)
 def test_two_ranks_reach_the_parameters_of_one_process(trained, run, pair):
     first, second = trained[run][pair[0]], trained[run][pair[1]]
     difference = _max_difference(first, second)
@@ -104,7 +155,9 @@ def _untrained() -> dict:
     splits = english_french_corpus(seed=0, num_pairs=400)
     data = translation_dataloaders(splits, 16, 18)
     torch.manual_seed(0)
-    return distributed.build_model("transformer", len(data.src_vocab), len(data.tgt_vocab)).state_dict()
+    return distributed.build_model(
+        "transformer", len(data.src_vocab), len(data.tgt_vocab)
+    ).state_dict()
 
 
 # ---------------------------------------------------------------------- gradient accumulation
@@ -117,27 +170,40 @@ def _batches(num_batches: int, batch_size: int):
     for batch in data.train:
         batches.append(batch)
         if len(batches) == num_batches:
-            return data.tgt_vocab.pad, len(data.src_vocab), len(data.tgt_vocab), batches
+            return (
+                data.tgt_vocab.pad,
+                len(data.src_vocab),
+                len(data.tgt_vocab),
+                batches,
+            )
 
 
 def _tiny(src_vocab_size: int, tgt_vocab_size: int) -> Transformer:
     torch.manual_seed(0)
-    model = Transformer(src_vocab_size, tgt_vocab_size, 16, 32, 2, 1, 0.0)
-    model.need_weights = False
-    return model
+    return Transformer(src_vocab_size, tgt_vocab_size, 16, 32, 2, 1, 0.0)
 
 
 def test_gradient_accumulation_equals_the_larger_batch():
     pad, src_size, tgt_size, batches = _batches(6, 8)
     accumulated, whole = _tiny(src_size, tgt_size), _tiny(src_size, tgt_size)
-    optimizers = [torch.optim.Adam(m.parameters(), lr=0.01) for m in (accumulated, whole)]
+    optimizers = [
+        torch.optim.Adam(m.parameters(), lr=0.01) for m in (accumulated, whole)
+    ]
     for step in range(3):
-        micro = batches[2 * step: 2 * step + 2]
-        joined = tuple(torch.cat(parts) for parts in zip(*micro))  # (16, T) ...
-        loss_micro = distributed.train_step(accumulated, micro, optimizers[0], pad, grad_clip=1.0)
-        loss_whole = distributed.train_step(whole, [joined], optimizers[1], pad, grad_clip=1.0)
+        micro = batches[2 * step : 2 * step + 2]
+        joined = tuple(
+            torch.cat(parts) for parts in zip(*micro)
+        )  # (16, T) ...
+        loss_micro = distributed.train_step(
+            accumulated, micro, optimizers[0], pad, grad_clip=1.0
+        )
+        loss_whole = distributed.train_step(
+            whole, [joined], optimizers[1], pad, grad_clip=1.0
+        )
         assert abs(loss_micro - loss_whole) <= 1e-6
-    assert _max_difference(accumulated.state_dict(), whole.state_dict()) <= 1e-6
+    assert (
+        _max_difference(accumulated.state_dict(), whole.state_dict()) <= 1e-6
+    )
 
 
 def test_averaging_micro_batch_means_would_not_equal_the_larger_batch():
@@ -149,10 +215,14 @@ def test_averaging_micro_batch_means_would_not_equal_the_larger_batch():
     joined = tuple(torch.cat(parts) for parts in zip(first, second))
 
     def loss_of(batch):
-        return masked_cross_entropy(model(batch[0], batch[2], batch[1]), batch[3], pad)
+        return masked_cross_entropy(
+            model(batch[0], batch[2], batch[1]), batch[3], pad
+        )
 
     mean_of_means = (loss_of(first) + loss_of(second)) / 2
-    weighted = (counts[0] * loss_of(first) + counts[1] * loss_of(second)) / sum(counts)
+    weighted = (
+        counts[0] * loss_of(first) + counts[1] * loss_of(second)
+    ) / sum(counts)
     assert abs(weighted.item() - loss_of(joined).item()) <= 1e-6
     assert abs(mean_of_means.item() - loss_of(joined).item()) > 1e-4
 
@@ -161,15 +231,29 @@ def test_averaging_micro_batch_means_would_not_equal_the_larger_batch():
 
 
 @settings(max_examples=30, deadline=None)
-@given(world_size=st.integers(1, 4), per_rank=st.integers(1, 5), num_examples=st.integers(1, 60),
-       seed=st.integers(0, 3))
-def test_the_shards_of_a_step_make_up_the_global_batch(world_size, per_rank, num_examples, seed):
+@given(
+    world_size=st.integers(1, 4),
+    per_rank=st.integers(1, 5),
+    num_examples=st.integers(1, 60),
+    seed=st.integers(0, 3),
+)
+def test_the_shards_of_a_step_make_up_the_global_batch(
+    world_size, per_rank, num_examples, seed
+):
     dataset = TensorDataset(torch.arange(num_examples))
     global_batch = world_size * per_rank
     one = list(distributed.sharded_loader(dataset, global_batch, 0, 1, seed))
-    shards = [list(distributed.sharded_loader(dataset, global_batch, r, world_size, seed))
-              for r in range(world_size)]
-    assert all(len(batches) == num_examples // global_batch for batches in shards)
+    shards = [
+        list(
+            distributed.sharded_loader(
+                dataset, global_batch, r, world_size, seed
+            )
+        )
+        for r in range(world_size)
+    ]
+    assert all(
+        len(batches) == num_examples // global_batch for batches in shards
+    )
     for step, (whole,) in enumerate(one):
         parts = torch.cat([shards[r][step][0] for r in range(world_size)])
         assert sorted(parts.tolist()) == sorted(whole.tolist())
@@ -179,10 +263,17 @@ def test_the_shards_of_a_step_make_up_the_global_batch(world_size, per_rank, num
 # ---------------------------------------------------------------------------- bad set-ups
 
 
-def _torchrun_environment(monkeypatch, world_size: int = 2, rank: int = 0) -> None:
-    for name, value in dict(MASTER_ADDR="127.0.0.1", MASTER_PORT="29500", RANK=str(rank),
-                            WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
-                            LOCAL_WORLD_SIZE=str(world_size)).items():
+def _torchrun_environment(
+    monkeypatch, world_size: int = 2, rank: int = 0
+) -> None:
+    for name, value in dict(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT="29500",
+        RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        LOCAL_RANK=str(rank),
+        LOCAL_WORLD_SIZE=str(world_size),
+    ).items():
         monkeypatch.setenv(name, value)
 
 
@@ -190,31 +281,43 @@ def _torchrun_environment(monkeypatch, world_size: int = 2, rank: int = 0) -> No
 def test_a_missing_rendezvous_variable_is_named(monkeypatch, variable):
     _torchrun_environment(monkeypatch)
     monkeypatch.delenv(variable)
-    with pytest.raises(ValueError, match=f"missing rendezvous variable.*{variable}.*torchrun"):
+    with pytest.raises(
+        ValueError, match=f"missing rendezvous variable.*{variable}.*torchrun"
+    ):
         distributed.setup_process_group("cpu")
     assert not torch.distributed.is_initialized()
 
 
 @pytest.mark.parametrize("world_size, global_batch", [(3, 16), (2, 7), (4, 6)])
-def test_a_world_size_that_does_not_divide_the_global_batch(world_size, global_batch):
+def test_a_world_size_that_does_not_divide_the_global_batch(
+    world_size, global_batch
+):
     dataset = TensorDataset(torch.arange(40))
-    with pytest.raises(ValueError, match=f"world size \\({world_size}\\) must divide the global batch"):
+    with pytest.raises(
+        ValueError,
+        match=f"world size \\({world_size}\\) must divide the global batch",
+    ):
         distributed.sharded_loader(dataset, global_batch, 0, world_size)
 
 
 def test_cuda_with_fewer_gpus_than_ranks(monkeypatch):
     ranks = torch.cuda.device_count() + 1
     _torchrun_environment(monkeypatch, world_size=ranks)
-    with pytest.raises(ValueError, match=f"{ranks} ranks on this machine but {ranks - 1} GPU"):
+    with pytest.raises(
+        ValueError, match=f"{ranks} ranks on this machine but {ranks - 1} GPU"
+    ):
         distributed.setup_process_group("cuda")
     assert not torch.distributed.is_initialized()
 
 
-@pytest.mark.parametrize("changes, message", [
-    (dict(RANK="2"), "RANK must be in \\[0, WORLD_SIZE=2\\)"),
-    (dict(WORLD_SIZE="two"), "WORLD_SIZE must be an integer"),
-    (dict(MASTER_PORT="port"), "MASTER_PORT must be an integer"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(RANK="2"), "RANK must be in \\[0, WORLD_SIZE=2\\)"),
+        (dict(WORLD_SIZE="two"), "WORLD_SIZE must be an integer"),
+        (dict(MASTER_PORT="port"), "MASTER_PORT must be an integer"),
+    ],
+)
 def test_malformed_rendezvous_variables(monkeypatch, changes, message):
     _torchrun_environment(monkeypatch)
     for name, value in changes.items():
@@ -232,8 +335,13 @@ def test_other_refusals(monkeypatch):
     pad, src_size, tgt_size, batches = _batches(1, 4)
     model = _tiny(src_size, tgt_size)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    with pytest.raises(ValueError, match="needs a plain \\(not DDP\\) model and a process group"):
-        distributed.train_step(model, batches, optimizer, pad, all_reduce_by_hand=True)
+    with pytest.raises(
+        ValueError,
+        match="needs a plain \\(not DDP\\) model and a process group",
+    ):
+        distributed.train_step(
+            model, batches, optimizer, pad, all_reduce_by_hand=True
+        )
     with pytest.raises(ValueError, match="at least one batch"):
         distributed.train_step(model, [], optimizer, pad)
     with pytest.raises(RuntimeError, match="needs a process group"):

@@ -16,8 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.overrides import TorchFunctionMode
 
-from course_pkg.attention import MultiHeadAttention, masked_softmax
-from course_pkg.efficient_attention import GroupedQueryAttention, blockwise_attention
+from course_pkg.attention import MultiHeadAttention
+from course_pkg.efficient_attention import (
+    GroupedQueryAttention,
+    blockwise_attention,
+)
+from course_pkg.masks import masked_softmax
 from course_pkg.rotary import RotaryEmbedding
 
 F64 = torch.float64
@@ -28,7 +32,11 @@ def _mask(valid_lens, batch, queries, keys, causal):
     key_pos = torch.arange(keys)
     mask = torch.ones(batch, queries, keys, dtype=torch.bool)
     if valid_lens is not None:
-        lens = valid_lens if valid_lens.dim() == 2 else valid_lens[:, None].expand(batch, queries)
+        lens = (
+            valid_lens
+            if valid_lens.dim() == 2
+            else valid_lens[:, None].expand(batch, queries)
+        )
         mask &= key_pos[None, None, :] < lens[:, :, None]
     if causal:
         query_pos = torch.arange(queries) + keys - queries
@@ -39,9 +47,14 @@ def _mask(valid_lens, batch, queries, keys, causal):
 def _sdpa_reference(q, k, v, valid_lens, causal):
     """torch's SDPA with the course's convention for rows with nothing valid (zero output)."""
     batch, _, queries, _ = q.shape
-    mask = _mask(valid_lens, batch, queries, k.shape[2], causal)[:, None]  # (B, 1, Q, K)
+    mask = _mask(valid_lens, batch, queries, k.shape[2], causal)[
+        :, None
+    ]  # (B, 1, Q, K)
     has_any = mask.any(-1, keepdim=True)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~has_any) * has_any
+    return (
+        F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~has_any)
+        * has_any
+    )
 
 
 def _lens(kind, batch, queries, keys, generator):
@@ -68,17 +81,38 @@ def _lens(kind, batch, queries, keys, generator):
     seed=st.integers(0, 2**16),
 )
 def test_blockwise_equals_sdpa_float64(
-    batch, heads, queries, keys, width, value_width, block_size, causal, lens_kind, seed
+    batch,
+    heads,
+    queries,
+    keys,
+    width,
+    value_width,
+    block_size,
+    causal,
+    lens_kind,
+    seed,
 ):
     """Any block size (K a multiple of it or not), causal or not, any padding: within 1e-10."""
     if causal and keys < queries:
         causal = False
     generator = torch.Generator().manual_seed(seed)
-    q = torch.randn(batch, heads, queries, width, dtype=F64, generator=generator) * 3
-    k = torch.randn(batch, heads, keys, width, dtype=F64, generator=generator) * 3
-    v = torch.randn(batch, heads, keys, value_width, dtype=F64, generator=generator)
+    q = (
+        torch.randn(
+            batch, heads, queries, width, dtype=F64, generator=generator
+        )
+        * 3
+    )
+    k = (
+        torch.randn(batch, heads, keys, width, dtype=F64, generator=generator)
+        * 3
+    )
+    v = torch.randn(
+        batch, heads, keys, value_width, dtype=F64, generator=generator
+    )
     valid_lens = _lens(lens_kind, batch, queries, keys, generator)
-    ours = blockwise_attention(q, k, v, block_size, causal=causal, valid_lens=valid_lens)
+    ours = blockwise_attention(
+        q, k, v, block_size, causal=causal, valid_lens=valid_lens
+    )
     theirs = _sdpa_reference(q, k, v, valid_lens, causal)
     assert ours.shape == (batch, heads, queries, value_width)
     assert ours.dtype == F64
@@ -95,7 +129,9 @@ def test_blockwise_equals_sdpa_float32(block_size, causal, lens_kind):
     k = torch.randn(2, 3, 50, 16, generator=generator)
     v = torch.randn(2, 3, 50, 8, generator=generator)
     valid_lens = _lens(lens_kind, 2, 37, 50, generator)
-    ours = blockwise_attention(q, k, v, block_size, causal=causal, valid_lens=valid_lens)
+    ours = blockwise_attention(
+        q, k, v, block_size, causal=causal, valid_lens=valid_lens
+    )
     theirs = _sdpa_reference(q, k, v, valid_lens, causal)
     assert (ours - theirs).abs().max() <= 1e-5
 
@@ -103,10 +139,16 @@ def test_blockwise_equals_sdpa_float32(block_size, causal, lens_kind):
 def test_blockwise_matches_the_courses_masked_softmax():
     """Same numbers as the explicit path of the course, per-query lengths and causal mask included."""
     torch.manual_seed(0)
-    q, k, v = torch.randn(2, 2, 6, 4, dtype=F64), torch.randn(2, 2, 9, 4, dtype=F64), torch.randn(2, 2, 9, 3, dtype=F64)
+    q, k, v = (
+        torch.randn(2, 2, 6, 4, dtype=F64),
+        torch.randn(2, 2, 9, 4, dtype=F64),
+        torch.randn(2, 2, 9, 3, dtype=F64),
+    )
     valid_lens = torch.tensor([[0, 9, 4, 2, 7, 1], [3, 3, 0, 8, 9, 5]])
     weights = masked_softmax(
-        (q @ k.transpose(2, 3) / 2).reshape(4, 6, 9), valid_lens.repeat_interleave(2, dim=0), causal=True
+        (q @ k.transpose(2, 3) / 2).reshape(4, 6, 9),
+        valid_lens.repeat_interleave(2, dim=0),
+        causal=True,
     )
     explicit = weights.reshape(2, 2, 6, 9) @ v
     ours = blockwise_attention(q, k, v, 4, causal=True, valid_lens=valid_lens)
@@ -114,7 +156,9 @@ def test_blockwise_matches_the_courses_masked_softmax():
 
 
 def test_blockwise_rows_with_nothing_valid_are_zero_and_finite_even_in_half():
-    q = torch.full((1, 1, 3, 4), 120.0, dtype=torch.float16)  # scores near the float16 maximum
+    q = torch.full(
+        (1, 1, 3, 4), 120.0, dtype=torch.float16
+    )  # scores near the float16 maximum
     k = torch.full((1, 1, 5, 4), 120.0, dtype=torch.float16)
     v = torch.ones(1, 1, 5, 2, dtype=torch.float16)
     out = blockwise_attention(q, k, v, 2, valid_lens=torch.tensor([[0, 3, 0]]))
@@ -142,14 +186,28 @@ class _LargestTensor(TorchFunctionMode):
 def test_blockwise_never_builds_more_than_a_block_of_scores(causal):
     """Every intermediate has at most B*H*Q*max(block_size, d_v) elements; explicit attention has B*H*Q*K."""
     batch, heads, queries, keys, width, block_size = 2, 2, 64, 256, 8, 16
-    q, k = torch.randn(batch, heads, queries, width), torch.randn(batch, heads, keys, width)
+    q, k = (
+        torch.randn(batch, heads, queries, width),
+        torch.randn(batch, heads, keys, width),
+    )
     v = torch.randn(batch, heads, keys, width)
     with _LargestTensor() as blockwise:
-        blockwise_attention(q, k, v, block_size, causal=causal, valid_lens=torch.tensor([200, 256]))
+        blockwise_attention(
+            q,
+            k,
+            v,
+            block_size,
+            causal=causal,
+            valid_lens=torch.tensor([200, 256]),
+        )
     with _LargestTensor() as explicit:
         torch.softmax(q @ k.transpose(2, 3), dim=-1) @ v
-    assert blockwise.largest <= batch * heads * queries * max(block_size, width)
-    assert explicit.largest == batch * heads * queries * keys  # the mode does see the big matrix
+    assert blockwise.largest <= batch * heads * queries * max(
+        block_size, width
+    )
+    assert (
+        explicit.largest == batch * heads * queries * keys
+    )  # the mode does see the big matrix
 
 
 def test_blockwise_gradcheck():
@@ -158,14 +216,25 @@ def test_blockwise_gradcheck():
     k = torch.randn(2, 2, 7, 3, dtype=F64, requires_grad=True)
     v = torch.randn(2, 2, 7, 2, dtype=F64, requires_grad=True)
     lens = torch.tensor([[7, 0, 3, 5], [1, 2, 6, 4]])
-    assert torch.autograd.gradcheck(lambda q, k, v: blockwise_attention(q, k, v, 3, True, lens), (q, k, v))
-    assert torch.autograd.gradcheck(lambda q, k, v: blockwise_attention(q, k, v, 2), (q, k, v))
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: blockwise_attention(q, k, v, 3, True, lens), (q, k, v)
+    )
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: blockwise_attention(q, k, v, 2), (q, k, v)
+    )
 
 
 def test_blockwise_forward_and_backward_on_device(device):
     q = torch.randn(2, 2, 4, 3, device=device, requires_grad=True)
     kv = torch.randn(2, 2, 6, 3, device=device, requires_grad=True)
-    out = blockwise_attention(q, kv, kv, 4, causal=True, valid_lens=torch.tensor([6, 2], device=device))
+    out = blockwise_attention(
+        q,
+        kv,
+        kv,
+        4,
+        causal=True,
+        valid_lens=torch.tensor([6, 2], device=device),
+    )
     assert out.shape == (2, 2, 4, 3) and out.device.type == device.type
     out.sum().backward()
     assert q.grad.shape == q.shape
@@ -174,23 +243,89 @@ def test_blockwise_forward_and_backward_on_device(device):
 @pytest.mark.parametrize(
     "call, error, match",
     [
-        (lambda q, k, v: blockwise_attention(q.numpy(), k, v, 2), TypeError, "queries"),
-        (lambda q, k, v: blockwise_attention(q[0], k, v, 2), ValueError, "queries"),
-        (lambda q, k, v: blockwise_attention(q, k[..., :2], v, 2), ValueError, "keys"),
-        (lambda q, k, v: blockwise_attention(q, k[:1], v, 2), ValueError, "keys"),
-        (lambda q, k, v: blockwise_attention(q, k, v[:, :, :3], 2), ValueError, "values"),
-        (lambda q, k, v: blockwise_attention(q, k, v, 0), ValueError, "block_size"),
-        (lambda q, k, v: blockwise_attention(q, k, v, 2.0), TypeError, "block_size"),
-        (lambda q, k, v: blockwise_attention(q, k[:, :, :3], v[:, :, :3], 2, causal=True), ValueError, "K >= Q"),
-        (lambda q, k, v: blockwise_attention(q, k, v, 2, valid_lens=torch.tensor([1.0, 2.0])), TypeError, "valid_lens"),
-        (lambda q, k, v: blockwise_attention(q, k, v, 2, valid_lens=torch.tensor([1, 2, 3])), ValueError, "valid_lens"),
-        (lambda q, k, v: blockwise_attention(q, k, v, 2, valid_lens=torch.tensor([1, 7])), ValueError, "valid_lens"),
-        (lambda q, k, v: blockwise_attention(q, k, v, 2, valid_lens=torch.tensor([-1, 2])), ValueError, "valid_lens"),
-        (lambda q, k, v: blockwise_attention(q, k, v, 2, valid_lens=[1, 2]), TypeError, "valid_lens"),
+        (
+            lambda q, k, v: blockwise_attention(q.numpy(), k, v, 2),
+            TypeError,
+            "queries",
+        ),
+        (
+            lambda q, k, v: blockwise_attention(q[0], k, v, 2),
+            ValueError,
+            "queries",
+        ),
+        (
+            lambda q, k, v: blockwise_attention(q, k[..., :2], v, 2),
+            ValueError,
+            "keys",
+        ),
+        (
+            lambda q, k, v: blockwise_attention(q, k[:1], v, 2),
+            ValueError,
+            "keys",
+        ),
+        (
+            lambda q, k, v: blockwise_attention(q, k, v[:, :, :3], 2),
+            ValueError,
+            "values",
+        ),
+        (
+            lambda q, k, v: blockwise_attention(q, k, v, 0),
+            ValueError,
+            "block_size",
+        ),
+        (
+            lambda q, k, v: blockwise_attention(q, k, v, 2.0),
+            TypeError,
+            "block_size",
+        ),
+        (
+            lambda q, k, v: blockwise_attention(
+                q, k[:, :, :3], v[:, :, :3], 2, causal=True
+            ),
+            ValueError,
+            "K >= Q",
+        ),
+        (
+            lambda q, k, v: blockwise_attention(
+                q, k, v, 2, valid_lens=torch.tensor([1.0, 2.0])
+            ),
+            TypeError,
+            "valid_lens",
+        ),
+        (
+            lambda q, k, v: blockwise_attention(
+                q, k, v, 2, valid_lens=torch.tensor([1, 2, 3])
+            ),
+            ValueError,
+            "valid_lens",
+        ),
+        (
+            lambda q, k, v: blockwise_attention(
+                q, k, v, 2, valid_lens=torch.tensor([1, 7])
+            ),
+            ValueError,
+            "valid_lens",
+        ),
+        (
+            lambda q, k, v: blockwise_attention(
+                q, k, v, 2, valid_lens=torch.tensor([-1, 2])
+            ),
+            ValueError,
+            "valid_lens",
+        ),
+        (
+            lambda q, k, v: blockwise_attention(q, k, v, 2, valid_lens=[1, 2]),
+            TypeError,
+            "valid_lens",
+        ),
     ],
 )
 def test_blockwise_refuses_bad_input(call, error, match):
-    q, k, v = torch.randn(2, 2, 4, 3), torch.randn(2, 2, 6, 3), torch.randn(2, 2, 6, 5)
+    q, k, v = (
+        torch.randn(2, 2, 4, 3),
+        torch.randn(2, 2, 6, 3),
+        torch.randn(2, 2, 6, 5),
+    )
     with pytest.raises(error, match=match):
         call(q, k, v)
 
@@ -200,17 +335,26 @@ def test_blockwise_refuses_bad_input(call, error, match):
 
 def _split(X, heads):
     batch, steps, width = X.shape
-    return X.view(batch, steps, heads, width // heads).transpose(1, 2)  # (B, heads, T, d)
+    return X.view(batch, steps, heads, width // heads).transpose(
+        1, 2
+    )  # (B, heads, T, d)
 
 
 @pytest.mark.parametrize("num_kv_heads", [1, 2, 4, 8])
 @pytest.mark.parametrize("causal", [False, True])
 def test_gqa_matches_sdpa_enable_gqa(num_kv_heads, causal):
     torch.manual_seed(num_kv_heads)
-    gqa = GroupedQueryAttention(32, 8, bias=True, num_kv_heads=num_kv_heads, key_size=5, value_size=6).double()
+    gqa = GroupedQueryAttention(
+        32, 8, bias=True, num_kv_heads=num_kv_heads, key_size=5, value_size=6
+    ).double()
     queries = torch.randn(3, 7, 32, dtype=F64)
-    keys, values = torch.randn(3, 9, 5, dtype=F64), torch.randn(3, 9, 6, dtype=F64)
-    valid_lens = torch.tensor([9, 4, 3])  # every query keeps a valid key, so SDPA has no NaN row
+    keys, values = (
+        torch.randn(3, 9, 5, dtype=F64),
+        torch.randn(3, 9, 6, dtype=F64),
+    )
+    valid_lens = torch.tensor(
+        [9, 4, 3]
+    )  # every query keeps a valid key, so SDPA has no NaN row
     ours = gqa(queries, keys, values, valid_lens, causal=causal)
     mask = _mask(valid_lens, 3, 7, 9, causal)[:, None]
     heads = F.scaled_dot_product_attention(
@@ -244,12 +388,22 @@ def test_gqa_kv_cache_shrinks_by_heads_over_kv_heads():
     batch, steps, width, heads = 2, 11, 64, 8
     keys = torch.randn(batch, steps, width)
     full = GroupedQueryAttention(width, heads).kv_cache_numel(batch, steps)
-    assert full == 2 * batch * steps * width  # multi-head attention caches K and V of width D
+    assert (
+        full == 2 * batch * steps * width
+    )  # multi-head attention caches K and V of width D
     for num_kv_heads in (8, 4, 2, 1):
         gqa = GroupedQueryAttention(width, heads, num_kv_heads=num_kv_heads)
         cached_keys, cached_values = gqa.cache(keys, keys)
-        assert cached_keys.shape == (batch, num_kv_heads, steps, width // heads)
-        assert cached_keys.numel() + cached_values.numel() == gqa.kv_cache_numel(batch, steps)
+        assert cached_keys.shape == (
+            batch,
+            num_kv_heads,
+            steps,
+            width // heads,
+        )
+        assert (
+            cached_keys.numel() + cached_values.numel()
+            == gqa.kv_cache_numel(batch, steps)
+        )
         assert full / gqa.kv_cache_numel(batch, steps) == heads / num_kv_heads
         assert gqa.W_k.weight.numel() == width * width * num_kv_heads // heads
 
@@ -262,7 +416,12 @@ def test_gqa_step_by_step_with_a_cache_equals_one_causal_call(num_kv_heads):
     whole = gqa(X, X, X, causal=True)
     cached_keys, cached_values = gqa.cache(X, X)
     steps = [
-        gqa.attend_cached(X[:, t : t + 1], cached_keys[:, :, : t + 1], cached_values[:, :, : t + 1], causal=True)
+        gqa.attend_cached(
+            X[:, t : t + 1],
+            cached_keys[:, :, : t + 1],
+            cached_values[:, :, : t + 1],
+            causal=True,
+        )
         for t in range(6)
     ]
     assert (torch.cat(steps, dim=1) - whole).abs().max() <= 1e-12
@@ -283,16 +442,30 @@ def test_gqa_gradcheck():
     k = torch.randn(2, 5, 8, dtype=F64, requires_grad=True)
     v = torch.randn(2, 5, 8, dtype=F64, requires_grad=True)
     lens = torch.tensor([5, 2])
-    assert torch.autograd.gradcheck(lambda q, k, v: gqa(q, k, v, lens, causal=True), (q, k, v))
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: gqa(q, k, v, lens, causal=True), (q, k, v)
+    )
 
 
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [
         ({"num_hiddens": 10, "num_heads": 4}, ValueError, "num_hiddens"),
-        ({"num_hiddens": 16, "num_heads": 4, "num_kv_heads": 3}, ValueError, "num_kv_heads"),
-        ({"num_hiddens": 16, "num_heads": 4, "num_kv_heads": 0}, ValueError, "num_kv_heads"),
-        ({"num_hiddens": 16, "num_heads": 4, "num_kv_heads": 2.0}, TypeError, "num_kv_heads"),
+        (
+            {"num_hiddens": 16, "num_heads": 4, "num_kv_heads": 3},
+            ValueError,
+            "num_kv_heads",
+        ),
+        (
+            {"num_hiddens": 16, "num_heads": 4, "num_kv_heads": 0},
+            ValueError,
+            "num_kv_heads",
+        ),
+        (
+            {"num_hiddens": 16, "num_heads": 4, "num_kv_heads": 2.0},
+            TypeError,
+            "num_kv_heads",
+        ),
         ({"num_hiddens": 16, "num_heads": 0}, ValueError, "num_heads"),
     ],
 )
@@ -309,9 +482,21 @@ def test_gqa_refuses_bad_sizes(kwargs, error, match):
         (lambda m, X: m(X, X[0], X), ValueError, "keys"),
         (lambda m, X: m(X, X[:1], X[:1]), ValueError, "keys"),
         (lambda m, X: m(X, X, X[:, :2]), ValueError, "values"),
-        (lambda m, X: m(X, X, X, torch.tensor([1, 4])), ValueError, "valid_lens"),
-        (lambda m, X: m(X, X, X, torch.tensor([[1, 2]])), ValueError, "valid_lens"),
-        (lambda m, X: m(X, X[:, :2], X[:, :2], causal=True), ValueError, "K >= Q"),
+        (
+            lambda m, X: m(X, X, X, torch.tensor([1, 4])),
+            ValueError,
+            "valid_lens",
+        ),
+        (
+            lambda m, X: m(X, X, X, torch.tensor([[1, 2]])),
+            ValueError,
+            "valid_lens",
+        ),
+        (
+            lambda m, X: m(X, X[:, :2], X[:, :2], causal=True),
+            ValueError,
+            "K >= Q",
+        ),
     ],
 )
 def test_gqa_refuses_bad_input_before_computing(call, error, match):
@@ -325,7 +510,9 @@ def test_gqa_refuses_bad_input_before_computing(call, error, match):
 def test_scale_is_one_over_sqrt_head_width():
     """A 1-key-per-block run of a single query against two keys gives softmax(q.k / sqrt(d)) exactly."""
     q = torch.tensor([[[[2.0, 0.0, 0.0, 0.0]]]], dtype=F64)
-    k = torch.tensor([[[[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]]], dtype=F64)
+    k = torch.tensor(
+        [[[[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]]], dtype=F64
+    )
     v = torch.tensor([[[[1.0], [0.0]]]], dtype=F64)
     expected = math.exp(1.0) / (math.exp(1.0) + 1.0)  # q.k / sqrt(4) = 1
     assert abs(blockwise_attention(q, k, v, 1).item() - expected) <= 1e-15
@@ -341,14 +528,22 @@ def test_gqa_with_rotary_matches_sdpa_on_rotated_queries_and_keys():
     rope = RotaryEmbedding(4)
     queries = rope(_split(gqa.W_q(X), 8))
     keys, values = rope(_split(gqa.W_k(X), 2)), _split(gqa.W_v(X), 2)
-    heads = F.scaled_dot_product_attention(queries, keys, values, is_causal=True, enable_gqa=True)
+    heads = F.scaled_dot_product_attention(
+        queries, keys, values, is_causal=True, enable_gqa=True
+    )
     expected = gqa.W_o(heads.transpose(1, 2).reshape(3, 7, 32))
     assert (gqa(X, X, X, causal=True) - expected).abs().max() <= 1e-12
     plain = GroupedQueryAttention(32, 8, num_kv_heads=2).double()
-    plain.load_state_dict(gqa.state_dict())  # RotaryEmbedding has no parameters
-    assert (plain(X, X, X, causal=True) - expected).abs().max() > 1e-3  # the rotation does something
+    plain.load_state_dict(
+        gqa.state_dict()
+    )  # RotaryEmbedding has no parameters
+    assert (
+        plain(X, X, X, causal=True) - expected
+    ).abs().max() > 1e-3  # the rotation does something
     # A single position is position 0, where the rotation is the identity.
-    assert (plain(X[:, :1], X[:, :1], X[:, :1]) - gqa(X[:, :1], X[:, :1], X[:, :1])).abs().max() <= 1e-12
+    assert (
+        plain(X[:, :1], X[:, :1], X[:, :1]) - gqa(X[:, :1], X[:, :1], X[:, :1])
+    ).abs().max() <= 1e-12
 
 
 def test_gqa_with_rotary_step_by_step_with_a_growing_cache_equals_one_causal_call():
@@ -358,11 +553,21 @@ def test_gqa_with_rotary_step_by_step_with_a_growing_cache_equals_one_causal_cal
     keys = values = None
     outputs = []
     for t in range(6):
-        new_keys, new_values = gqa.cache(X[:, t : t + 1], X[:, t : t + 1], offset=t)
+        new_keys, new_values = gqa.cache(
+            X[:, t : t + 1], X[:, t : t + 1], offset=t
+        )
         keys = new_keys if keys is None else torch.cat([keys, new_keys], dim=2)
-        values = new_values if values is None else torch.cat([values, new_values], dim=2)
-        outputs.append(gqa.attend_cached(X[:, t : t + 1], keys, values, causal=True))
-    assert (torch.cat(outputs, dim=1) - gqa(X, X, X, causal=True)).abs().max() <= 1e-12
+        values = (
+            new_values
+            if values is None
+            else torch.cat([values, new_values], dim=2)
+        )
+        outputs.append(
+            gqa.attend_cached(X[:, t : t + 1], keys, values, causal=True)
+        )
+    assert (
+        torch.cat(outputs, dim=1) - gqa(X, X, X, causal=True)
+    ).abs().max() <= 1e-12
 
 
 def test_gqa_with_rotary_forward_and_backward_on_device(device):

@@ -20,16 +20,24 @@ from course_pkg import (
     attention,
     bert,
     efficient_attention,
+    encoder_decoder,
     gpt,
     kernel_regression,
     modern_block,
     positional,
     rotary,
+    scoring,
     seq2seq,
+    toy_tasks,
     transformer,
+    transformer_blocks,
 )
 
-ABSTRACT = {seq2seq.Encoder, seq2seq.Decoder}
+ABSTRACT = {
+    encoder_decoder.Encoder,
+    encoder_decoder.Decoder,
+    scoring.ScoredAttention,
+}
 
 
 def _all_module_classes() -> set[type]:
@@ -37,13 +45,18 @@ def _all_module_classes() -> set[type]:
     for info in pkgutil.iter_modules(course_pkg.__path__):
         module = importlib.import_module(f"course_pkg.{info.name}")
         for _, obj in inspect.getmembers(module, inspect.isclass):
-            if issubclass(obj, nn.Module) and obj.__module__ == module.__name__:
+            if (
+                issubclass(obj, nn.Module)
+                and obj.__module__ == module.__name__
+            ):
                 found.add(obj)
     return found - ABSTRACT
 
 
 def _tokens(device, batch=2, steps=5, vocab=11):
-    return torch.randint(0, vocab, (batch, steps)).to(device)  # ids drawn on the CPU: meta has no RNG data
+    return torch.randint(0, vocab, (batch, steps)).to(
+        device
+    )  # ids drawn on the CPU: meta has no RNG data
 
 
 def _x(device, *shape):
@@ -56,17 +69,24 @@ def _lens(device, *values):
 
 def _seq2seq(decoder_cls):
     def run(device):
-        model = seq2seq.EncoderDecoder(
-            seq2seq.Seq2SeqEncoder(11, 6, 8, 2, 0.1), decoder_cls(13, 6, 8, 2, 0.1)
+        model = encoder_decoder.EncoderDecoder(
+            seq2seq.Seq2SeqEncoder(11, 6, 8, 2, 0.1),
+            decoder_cls(13, 6, 8, 2, 0.1),
         ).to(device)
-        return model(_tokens(device), _tokens(device, vocab=13), _lens(device, 5, 3))
+        return model(
+            _tokens(device), _tokens(device, vocab=13), _lens(device, 5, 3)
+        )
 
     return run
 
 
 def _decoder_block(device):
-    block = transformer.TransformerDecoderBlock(8, 16, 2, 0.1, 0).to(device)
-    state = [_x(device, 2, 4, 8), _lens(device, 4, 2), [None], 0]
+    block = transformer_blocks.TransformerDecoderBlock(8, 16, 2, 0.1, 0).to(
+        device
+    )
+    state = transformer_blocks.DecoderState(
+        _x(device, 2, 4, 8), _lens(device, 4, 2), (None,), 0
+    )
     return block(_x(device, 2, 3, 8), state)[0]
 
 
@@ -80,74 +100,130 @@ def _bert_inputs(device):
     return _tokens(device), _tokens(device, vocab=2), _lens(device, 5, 2)
 
 
+def _gpt_block(device):
+    block = gpt.GPTBlock(8, 16, 2, 0.1).to(device)
+    # a decoding step: 3 new positions after a cache of 4
+    past = block.attention.cache(_x(device, 2, 4, 8), _x(device, 2, 4, 8))
+    return block(_x(device, 2, 3, 8), past, need_weights=False)[0]
+
+
 FORWARDS = {
-    bert.BERTEncoder: lambda d: bert.BERTEncoder(11, 8, 16, 2, 2, 0.1, max_len=7).to(d)(*_bert_inputs(d)),
+    toy_tasks.NeighbourReader: lambda d: toy_tasks.NeighbourReader(2).to(d)(
+        _tokens(d, steps=8, vocab=8)
+    ),
+    toy_tasks.CopyBack: lambda d: toy_tasks.CopyBack(
+        positional.PositionalEncoding(32, 0.1)
+    ).to(d)(_tokens(d, vocab=10)),
+    scoring.AdditiveAttention: lambda d: scoring.AdditiveAttention(
+        5, 0.1, query_size=3, key_size=4
+    ).to(d)(_x(d, 2, 3, 3), _x(d, 2, 6, 4), _x(d, 2, 6, 2), _lens(d, 6, 2)),
+    scoring.DotProductAttention: lambda d: scoring.DotProductAttention(0.1).to(
+        d
+    )(_x(d, 2, 3, 4), _x(d, 2, 6, 4), _x(d, 2, 6, 2), _lens(d, 6, 0)),
+    scoring.LuongAttention: lambda d: scoring.LuongAttention(
+        "general", 3, 4
+    ).to(d)(_x(d, 2, 3, 3), _x(d, 2, 6, 4), _x(d, 2, 6, 2), _lens(d, 6, 2)),
+    attention.MultiHeadAttention: lambda d: attention.MultiHeadAttention(
+        8, 2, 0.1
+    ).to(d)(
+        _x(d, 2, 3, 8),
+        _x(d, 2, 6, 8),
+        _x(d, 2, 6, 8),
+        _lens(d, 6, 2),
+        need_weights=False,
+    ),
+    positional.PositionalEncoding: lambda d: positional.PositionalEncoding(
+        8, 0.1
+    ).to(d)(_x(d, 2, 5, 8)),
+    positional.LearnedPositionalEncoding: lambda d: (
+        positional.LearnedPositionalEncoding(8, 0.1).to(d)(_x(d, 2, 5, 8))
+    ),
+    kernel_regression.NWKernelRegression: lambda d: (
+        kernel_regression.NWKernelRegression(0.5).to(d)(
+            _x(d, 4), _x(d, 7), _x(d, 7)
+        )
+    ),
+    encoder_decoder.EncoderDecoder: _seq2seq(seq2seq.Seq2SeqDecoder),
+    seq2seq.Seq2SeqEncoder: lambda d: seq2seq.Seq2SeqEncoder(
+        11, 6, 8, 2, 0.1
+    ).to(d)(_tokens(d))[0],
+    seq2seq.Seq2SeqDecoder: _seq2seq(seq2seq.Seq2SeqDecoder),
+    seq2seq.Seq2SeqAttentionDecoder: _seq2seq(seq2seq.Seq2SeqAttentionDecoder),
+    transformer_blocks.PositionWiseFFN: lambda d: (
+        transformer_blocks.PositionWiseFFN(16, 8).to(d)(_x(d, 2, 5, 8))
+    ),
+    transformer_blocks.AddNorm: lambda d: transformer_blocks.AddNorm(
+        8, 0.1
+    ).to(d)(_x(d, 2, 5, 8), _x(d, 2, 5, 8)),
+    transformer_blocks.TransformerEncoderBlock: lambda d: (
+        transformer_blocks.TransformerEncoderBlock(8, 16, 2, 0.1).to(d)(
+            _x(d, 2, 5, 8), _lens(d, 5, 2)
+        )
+    ),
+    transformer.TransformerEncoder: lambda d: transformer.TransformerEncoder(
+        11, 8, 16, 2, 2, 0.1
+    ).to(d)(_tokens(d), _lens(d, 5, 2)),
+    transformer_blocks.TransformerDecoderBlock: _decoder_block,
+    transformer.TransformerDecoder: _transformer_decoder,
+    transformer.Transformer: lambda d: transformer.Transformer(
+        11, 13, 8, 16, 2, 2, 0.1
+    ).to(d)(_tokens(d), _tokens(d, vocab=13), _lens(d, 5, 3)),
+    efficient_attention.GroupedQueryAttention: lambda d: (
+        efficient_attention.GroupedQueryAttention(
+            8, 4, 0.1, num_kv_heads=2
+        ).to(d)(
+            _x(d, 2, 3, 8),
+            _x(d, 2, 6, 8),
+            _x(d, 2, 6, 8),
+            _lens(d, 6, 2),
+            causal=True,
+        )
+    ),
+    rotary.RotaryEmbedding: lambda d: rotary.RotaryEmbedding(4).to(d)(
+        _x(d, 2, 2, 5, 4), offset=3
+    ),
+    modern_block.RMSNorm: lambda d: modern_block.RMSNorm(8).to(d)(
+        _x(d, 2, 5, 8)
+    ),
+    modern_block.SwiGLUFFN: lambda d: modern_block.SwiGLUFFN(16, 8).to(d)(
+        _x(d, 2, 5, 8)
+    ),
+    modern_block.PreNormEncoderBlock: lambda d: (
+        modern_block.PreNormEncoderBlock(
+            8, 16, 4, 0.1, norm="rms", ffn="swiglu", num_kv_heads=2
+        ).to(d)(_x(d, 2, 5, 8), _lens(d, 5, 2))
+    ),
+    bert.BERTEncoder: lambda d: bert.BERTEncoder(
+        11, 8, 16, 2, 2, 0.1, max_len=7
+    ).to(d)(*_bert_inputs(d)),
     bert.MaskLM: lambda d: bert.MaskLM(11, 8).to(d)(_x(d, 2, 5, 8)),
-    bert.CLSClassifier: lambda d: bert.CLSClassifier(8, 3).to(d)(_x(d, 2, 5, 8)),
+    bert.CLSClassifier: lambda d: bert.CLSClassifier(8, 3).to(d)(
+        _x(d, 2, 5, 8)
+    ),
     bert.BERTModel: lambda d: sum(
-        out.float().sum() for out in bert.BERTModel(11, 8, 16, 2, 2, 0.1, max_len=7).to(d)(*_bert_inputs(d))
+        out.float().sum()
+        for out in bert.BERTModel(11, 8, 16, 2, 2, 0.1, max_len=7).to(d)(
+            *_bert_inputs(d)
+        )
     ),
     bert.BERTClassifier: lambda d: bert.BERTClassifier(
         bert.BERTEncoder(11, 8, 16, 2, 2, 0.1, max_len=7), 3, pooling="mean"
     ).to(d)(*_bert_inputs(d)),
-    attention.AdditiveAttention: lambda d: attention.AdditiveAttention(5, 0.1, query_size=3, key_size=4).to(d)(
-        _x(d, 2, 3, 3), _x(d, 2, 6, 4), _x(d, 2, 6, 2), _lens(d, 6, 2)
-    ),
-    attention.DotProductAttention: lambda d: attention.DotProductAttention(0.1).to(d)(
-        _x(d, 2, 3, 4), _x(d, 2, 6, 4), _x(d, 2, 6, 2), _lens(d, 6, 0)
-    ),
-    attention.LuongAttention: lambda d: attention.LuongAttention("general", 3, 4).to(d)(
-        _x(d, 2, 3, 3), _x(d, 2, 6, 4), _x(d, 2, 6, 2), _lens(d, 6, 2)
-    ),
-    attention.MultiHeadAttention: lambda d: attention.MultiHeadAttention(8, 2, 0.1).to(d)(
-        _x(d, 2, 3, 8), _x(d, 2, 6, 8), _x(d, 2, 6, 8), _lens(d, 6, 2), need_weights=False
-    ),
-    positional.PositionalEncoding: lambda d: positional.PositionalEncoding(8, 0.1).to(d)(_x(d, 2, 5, 8)),
-    positional.LearnedPositionalEncoding: lambda d: positional.LearnedPositionalEncoding(8, 0.1).to(d)(
-        _x(d, 2, 5, 8)
-    ),
-    kernel_regression.NWKernelRegression: lambda d: kernel_regression.NWKernelRegression(0.5).to(d)(
-        _x(d, 4), _x(d, 7), _x(d, 7)
-    ),
-    seq2seq.EncoderDecoder: _seq2seq(seq2seq.Seq2SeqDecoder),
-    seq2seq.Seq2SeqEncoder: lambda d: seq2seq.Seq2SeqEncoder(11, 6, 8, 2, 0.1).to(d)(_tokens(d))[0],
-    seq2seq.Seq2SeqDecoder: _seq2seq(seq2seq.Seq2SeqDecoder),
-    seq2seq.Seq2SeqAttentionDecoder: _seq2seq(seq2seq.Seq2SeqAttentionDecoder),
-    transformer.PositionWiseFFN: lambda d: transformer.PositionWiseFFN(16, 8).to(d)(_x(d, 2, 5, 8)),
-    transformer.AddNorm: lambda d: transformer.AddNorm(8, 0.1).to(d)(_x(d, 2, 5, 8), _x(d, 2, 5, 8)),
-    transformer.TransformerEncoderBlock: lambda d: transformer.TransformerEncoderBlock(8, 16, 2, 0.1).to(d)(
-        _x(d, 2, 5, 8), _lens(d, 5, 2)
-    ),
-    transformer.TransformerEncoder: lambda d: transformer.TransformerEncoder(11, 8, 16, 2, 2, 0.1).to(d)(
-        _tokens(d), _lens(d, 5, 2)
-    ),
-    transformer.TransformerDecoderBlock: _decoder_block,
-    transformer.TransformerDecoder: _transformer_decoder,
-    gpt.GPTBlock: lambda d: gpt.GPTBlock(8, 16, 2, 0.1).to(d)(
-        _x(d, 2, 3, 8), (_x(d, 2, 4, 8), _x(d, 2, 4, 8)), need_weights=False
-    )[0],
     gpt.GPT: lambda d: gpt.GPT(11, 8, 16, 2, 2, 0.1).to(d)(_tokens(d)),
-    transformer.Transformer: lambda d: transformer.Transformer(11, 13, 8, 16, 2, 2, 0.1).to(d)(
-        _tokens(d), _tokens(d, vocab=13), _lens(d, 5, 3)
-    ),
-    efficient_attention.GroupedQueryAttention: lambda d: efficient_attention.GroupedQueryAttention(
-        8, 4, 0.1, num_kv_heads=2
-    ).to(d)(_x(d, 2, 3, 8), _x(d, 2, 6, 8), _x(d, 2, 6, 8), _lens(d, 6, 2), causal=True),
-    rotary.RotaryEmbedding: lambda d: rotary.RotaryEmbedding(4).to(d)(_x(d, 2, 2, 5, 4), offset=3),
-    modern_block.RMSNorm: lambda d: modern_block.RMSNorm(8).to(d)(_x(d, 2, 5, 8)),
-    modern_block.SwiGLUFFN: lambda d: modern_block.SwiGLUFFN(16, 8).to(d)(_x(d, 2, 5, 8)),
-    modern_block.PreNormEncoderBlock: lambda d: modern_block.PreNormEncoderBlock(
-        8, 16, 4, 0.1, norm="rms", ffn="swiglu", num_kv_heads=2
-    ).to(d)(_x(d, 2, 5, 8), _lens(d, 5, 2)),
+    gpt.GPTBlock: _gpt_block,
 }
 
 
 def test_every_module_has_a_device_check():
-    missing = {cls.__qualname__ for cls in _all_module_classes()} - {cls.__qualname__ for cls in FORWARDS}
+    missing = {cls.__qualname__ for cls in _all_module_classes()} - {
+        cls.__qualname__ for cls in FORWARDS
+    }
     assert not missing, f"add these modules to FORWARDS: {sorted(missing)}"
 
 
-@pytest.mark.parametrize("cls", list(FORWARDS), ids=lambda cls: cls.__qualname__)
+@pytest.mark.parametrize(
+    "cls", list(FORWARDS), ids=lambda cls: cls.__qualname__
+)
 def test_forward_and_backward_on_device(cls, device):
     torch.manual_seed(0)
     output = FORWARDS[cls](device)

@@ -18,7 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from course_pkg.data import english_french_corpus, tokenize
+from course_pkg.attention import KVCache
+from course_pkg.corpus import english_french_corpus
+from course_pkg.data import tokenize
 from course_pkg.gpt import GPT, GPTBlock, generate, next_token_probs
 from course_pkg.lm_translation import (
     SEP,
@@ -29,18 +31,29 @@ from course_pkg.lm_translation import (
 )
 from course_pkg.positional import sinusoidal_table
 from course_pkg.train import masked_cross_entropy
-from course_pkg.transformer import TransformerEncoderBlock
+from course_pkg.transformer_blocks import TransformerEncoderBlock
 
 V, D, FFN, H, N = 13, 16, 24, 4, 2
 
 
-def make_model(positional: str = "sinusoidal", seed: int = 0, dtype=torch.float32, max_len: int = 40) -> GPT:
+def make_model(
+    positional: str = "sinusoidal",
+    seed: int = 0,
+    dtype=torch.float32,
+    max_len: int = 40,
+) -> GPT:
     torch.manual_seed(seed)
-    return GPT(V, D, FFN, H, N, 0.0, max_len, positional=positional).to(dtype).eval()
+    return (
+        GPT(V, D, FFN, H, N, 0.0, max_len, positional=positional)
+        .to(dtype)
+        .eval()
+    )
 
 
 def tokens(seed: int = 1, B: int = 3, T: int = 9) -> torch.Tensor:
-    return torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(seed))
+    return torch.randint(
+        0, V, (B, T), generator=torch.Generator().manual_seed(seed)
+    )
 
 
 # ----------------------------------------------------------------------------- the model
@@ -51,26 +64,45 @@ def test_shapes_attention_weights_and_cache():
     X = tokens()
     scores, cache = model.forward_with_cache(X)
     assert scores.shape == (3, 9, V)
-    assert len(cache) == N and all(k.shape == v.shape == (3, 9, D) for k, v in cache)
+    assert len(cache) == N and all(
+        k.shape == v.shape == (3, 9, D) for k, v in cache
+    )
     assert all(w.shape == (3, H, 9, 9) for w in model.attention_weights)
     torch.testing.assert_close(model(X), scores)
 
 
 @pytest.mark.parametrize("positional", ["sinusoidal", "learned", "none"])
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 10_000), position=st.integers(0, 8), need_weights=st.booleans())
-def test_changing_later_tokens_never_changes_earlier_scores(positional, seed, position, need_weights):
+@given(
+    seed=st.integers(0, 10_000),
+    position=st.integers(0, 8),
+    need_weights=st.booleans(),
+)
+def test_changing_later_tokens_never_changes_earlier_scores(
+    positional, seed, position, need_weights
+):
     model = make_model(positional, seed=seed % 5)
     X = tokens(seed)
     changed = X.clone()
-    later = torch.randint(0, V, changed[:, position:].shape, generator=torch.Generator().manual_seed(seed + 1))
+    later = torch.randint(
+        0,
+        V,
+        changed[:, position:].shape,
+        generator=torch.Generator().manual_seed(seed + 1),
+    )
     changed[:, position:] = later
-    changed[:, position] = (X[:, position] + 1) % V  # the first changed position really changes
+    changed[:, position] = (
+        X[:, position] + 1
+    ) % V  # the first changed position really changes
     with torch.no_grad():
         before = model(X, need_weights=need_weights)
         after = model(changed, need_weights=need_weights)
-    torch.testing.assert_close(after[:, :position], before[:, :position], atol=1e-6, rtol=0)
-    assert (after[:, position] - before[:, position]).abs().amax(dim=-1).min() > 0
+    torch.testing.assert_close(
+        after[:, :position], before[:, :position], atol=1e-6, rtol=0
+    )
+    assert (after[:, position] - before[:, position]).abs().amax(
+        dim=-1
+    ).min() > 0
 
 
 @pytest.mark.parametrize("chunks", [[9], [1] * 9, [4, 1, 3, 1], [2, 7]])
@@ -82,12 +114,16 @@ def test_feeding_chunks_with_the_cache_equals_one_call(chunks, need_weights):
         whole = model(X, need_weights=need_weights)
         cache, parts, start = None, [], 0
         for size in chunks:
-            part, new_cache = model.forward_with_cache(X[:, start : start + size], cache, need_weights=need_weights)
+            part, new_cache = model.forward_with_cache(
+                X[:, start : start + size], cache, need_weights=need_weights
+            )
             if cache is not None:  # the cache given is not modified
                 assert cache[0][0].shape[1] == start
             cache, start = new_cache, start + size
             parts.append(part)
-    torch.testing.assert_close(torch.cat(parts, dim=1), whole, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        torch.cat(parts, dim=1), whole, atol=1e-5, rtol=1e-5
+    )
 
 
 def test_positional_options():
@@ -100,10 +136,16 @@ def test_positional_options():
     shuffled = torch.cat([X[:, :-1].flip(1), X[:, -1:]], dim=1)
     torch.manual_seed(0)
     one_block = GPT(V, D, FFN, H, 1, 0.0, positional="none").eval()
-    torch.testing.assert_close(one_block(shuffled)[:, -1], one_block(X)[:, -1], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        one_block(shuffled)[:, -1], one_block(X)[:, -1], atol=1e-5, rtol=1e-5
+    )
     for model in (make_model("none"), make_model("sinusoidal")):
-        assert not torch.allclose(model(shuffled)[:, -1], model(X)[:, -1], atol=1e-3)
-    assert isinstance(make_model("learned").pos_encoding.embedding, nn.Embedding)
+        assert not torch.allclose(
+            model(shuffled)[:, -1], model(X)[:, -1], atol=1e-3
+        )
+    assert isinstance(
+        make_model("learned").pos_encoding.embedding, nn.Embedding
+    )
 
 
 # ----------------------------------------------------------------------------- parity of the reused blocks
@@ -118,17 +160,31 @@ def test_block_at_the_last_position_is_the_encoder_block_on_the_prefix():
     causal, _ = block(X)
     for i in range(6):
         prefix = TransformerEncoderBlock.forward(block, X[:, : i + 1])
-        torch.testing.assert_close(causal[:, i], prefix[:, -1], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            causal[:, i], prefix[:, -1], atol=1e-5, rtol=1e-5
+        )
 
 
-@pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5), (torch.float64, 1e-10)])
-def test_model_matches_torch_transformer_encoder_under_a_causal_mask(dtype, tol):
+@pytest.mark.parametrize(
+    "dtype, tol", [(torch.float32, 1e-5), (torch.float64, 1e-10)]
+)
+def test_model_matches_torch_transformer_encoder_under_a_causal_mask(
+    dtype, tol
+):
     """Ours = Embedding * sqrt(D) + sinusoids -> torch's post-norm encoder stack with the causal mask -> Linear."""
     torch.manual_seed(3)
-    layer = nn.TransformerEncoderLayer(D, H, FFN, dropout=0.0, batch_first=True)
-    reference = nn.TransformerEncoder(layer, N, enable_nested_tensor=False).to(dtype).train()
+    layer = nn.TransformerEncoderLayer(
+        D, H, FFN, dropout=0.0, batch_first=True
+    )
+    reference = (
+        nn.TransformerEncoder(layer, N, enable_nested_tensor=False)
+        .to(dtype)
+        .train()
+    )
     with torch.no_grad():
-        for module in reference.modules():  # non-default norms: a copying mistake cannot hide
+        for module in (
+            reference.modules()
+        ):  # non-default norms: a copying mistake cannot hide
             if isinstance(module, nn.LayerNorm):
                 module.weight.uniform_(0.5, 1.5)
                 module.bias.uniform_(-0.5, 0.5)
@@ -138,31 +194,48 @@ def test_model_matches_torch_transformer_encoder_under_a_causal_mask(dtype, tol)
         for ours, theirs in zip(model.blks, reference.layers):
             W_q, W_k, W_v = theirs.self_attn.in_proj_weight.chunk(3)
             b_q, b_k, b_v = theirs.self_attn.in_proj_bias.chunk(3)
-            for linear, weight, bias in ((ours.attention.W_q, W_q, b_q), (ours.attention.W_k, W_k, b_k),
-                                         (ours.attention.W_v, W_v, b_v)):
+            for linear, weight, bias in (
+                (ours.attention.W_q, W_q, b_q),
+                (ours.attention.W_k, W_k, b_k),
+                (ours.attention.W_v, W_v, b_v),
+            ):
                 linear.weight.copy_(weight)
                 linear.bias.copy_(bias)
-            ours.attention.W_o.load_state_dict(theirs.self_attn.out_proj.state_dict())
+            ours.attention.W_o.load_state_dict(
+                theirs.self_attn.out_proj.state_dict()
+            )
             ours.ffn.dense1.load_state_dict(theirs.linear1.state_dict())
             ours.ffn.dense2.load_state_dict(theirs.linear2.state_dict())
             ours.addnorm1.ln.load_state_dict(theirs.norm1.state_dict())
             ours.addnorm2.ln.load_state_dict(theirs.norm2.state_dict())
     X = tokens(T=11)
-    causal = torch.ones(11, 11, dtype=torch.bool).triu(diagonal=1)  # True = may not attend
+    causal = torch.ones(11, 11, dtype=torch.bool).triu(
+        diagonal=1
+    )  # True = may not attend
     with torch.no_grad():
-        inputs = model.embedding(X) * math.sqrt(D) + sinusoidal_table(40, D)[:11].to(dtype)
+        inputs = model.embedding(X) * math.sqrt(D) + sinusoidal_table(40, D)[
+            :11
+        ].to(dtype)
         expected = model.dense(reference(inputs, mask=causal))
         for need_weights in (True, False):
-            torch.testing.assert_close(model(X, need_weights=need_weights), expected, atol=tol, rtol=tol)
+            torch.testing.assert_close(
+                model(X, need_weights=need_weights),
+                expected,
+                atol=tol,
+                rtol=tol,
+            )
 
 
 def test_gradcheck_block_float64_with_a_cache():
     torch.manual_seed(0)
     block = GPTBlock(8, 12, 2, 0.0).double()
-    past = (torch.randn(2, 3, 8, dtype=torch.float64), torch.randn(2, 3, 8, dtype=torch.float64))
+    past = (
+        torch.randn(2, 3, 8, dtype=torch.float64),
+        torch.randn(2, 3, 8, dtype=torch.float64),
+    )
 
     def run(X, keys, values):
-        return block(X, (keys, values))[0]
+        return block(X, KVCache(keys, values))[0]
 
     X = torch.randn(2, 2, 8, dtype=torch.float64, requires_grad=True)
     inputs = (X, past[0].requires_grad_(), past[1].requires_grad_())
@@ -174,7 +247,11 @@ def test_meta_device_forward_and_backward_with_a_cache():
     X = tokens().to("meta")
     scores, cache = model.forward_with_cache(X[:, :5])
     more, _ = model.forward_with_cache(X[:, 5:], cache)
-    assert scores.device.type == more.device.type == "meta" and more.shape == (3, 4, V)
+    assert scores.device.type == more.device.type == "meta" and more.shape == (
+        3,
+        4,
+        V,
+    )
     (scores.sum() + more.sum()).backward()
     assert model.embedding.weight.grad.device.type == "meta"
 
@@ -182,22 +259,39 @@ def test_meta_device_forward_and_backward_with_a_cache():
 # ----------------------------------------------------------------------------- generation
 
 
-def greedy_by_hand(model: GPT, prompt: torch.Tensor, steps: int) -> torch.Tensor:
+def greedy_by_hand(
+    model: GPT, prompt: torch.Tensor, steps: int
+) -> torch.Tensor:
     out = prompt
     with torch.no_grad():
         for _ in range(steps):
-            out = torch.cat([out, model(out)[:, -1].argmax(-1, keepdim=True)], dim=1)
+            out = torch.cat(
+                [out, model(out)[:, -1].argmax(-1, keepdim=True)], dim=1
+            )
     return out
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_greedy_generation_is_the_same_with_and_without_the_cache_and_is_top_k_1(seed):
+def test_greedy_generation_is_the_same_with_and_without_the_cache_and_is_top_k_1(
+    seed,
+):
     model = make_model(seed=seed)
     prompt = tokens(seed, T=4)
     by_hand = greedy_by_hand(model, prompt, 12)
     for use_cache in (True, False):
-        for temperature in (0.3, 1.0, 5.0):  # temperature does not change the argmax
-            out = generate(model, prompt, 12, temperature=temperature, top_k=1, use_cache=use_cache)
+        for temperature in (
+            0.3,
+            1.0,
+            5.0,
+        ):  # temperature does not change the argmax
+            out = generate(
+                model,
+                prompt,
+                12,
+                temperature=temperature,
+                top_k=1,
+                use_cache=use_cache,
+            )
             assert torch.equal(out, by_hand)
 
 
@@ -205,11 +299,24 @@ def test_sampling_is_repeatable_and_cache_does_not_change_the_draws():
     model = make_model()
     prompt = tokens(T=3)
     draws = [
-        generate(model, prompt, 10, temperature=1.5, generator=torch.Generator().manual_seed(5), use_cache=cache)
+        generate(
+            model,
+            prompt,
+            10,
+            temperature=1.5,
+            generator=torch.Generator().manual_seed(5),
+            use_cache=cache,
+        )
         for cache in (True, True, False)
     ]
     assert torch.equal(draws[0], draws[1]) and torch.equal(draws[0], draws[2])
-    other = generate(model, prompt, 10, temperature=1.5, generator=torch.Generator().manual_seed(6))
+    other = generate(
+        model,
+        prompt,
+        10,
+        temperature=1.5,
+        generator=torch.Generator().manual_seed(6),
+    )
     assert not torch.equal(draws[0], other)
 
 
@@ -218,7 +325,9 @@ def test_samples_stay_in_the_top_k_and_follow_the_distribution():
     prompt = tokens(T=5, B=1).expand(4000, -1)
     with torch.no_grad():
         probs = next_token_probs(model(prompt[:1])[:, -1], 1.0, top_k=3)[0]
-    drawn = generate(model, prompt, 1, top_k=3, generator=torch.Generator().manual_seed(0))[:, -1]
+    drawn = generate(
+        model, prompt, 1, top_k=3, generator=torch.Generator().manual_seed(0)
+    )[:, -1]
     counts = torch.bincount(drawn, minlength=V).double() / len(drawn)
     assert set(drawn.tolist()) <= set(probs.nonzero().flatten().tolist())
     # Within 5 binomial standard deviations of the expected frequencies.
@@ -236,7 +345,9 @@ def test_eos_ends_a_row_and_generation_stops_when_all_rows_have_ended():
         new = row[3:]
         if eos in new:
             end = new.index(eos)
-            assert new[: end + 1] == free_row[3 : 3 + end + 1] and set(new[end:]) == {eos}
+            assert new[: end + 1] == free_row[3 : 3 + end + 1] and set(
+                new[end:]
+            ) == {eos}
         else:
             assert new == free_row[3 : 3 + len(new)]
     assert out.shape[1] == 18 or bool((out[:, -1] == eos).all())
@@ -253,7 +364,9 @@ def test_generation_leaves_the_training_mode_as_it_was():
 
 
 # Scores at least 0.1 apart: ties (which either token may win) are not the property tested.
-logit_rows = st.lists(st.integers(-80, 80), min_size=2, max_size=12, unique=True).map(lambda xs: [x / 10 for x in xs])
+logit_rows = st.lists(
+    st.integers(-80, 80), min_size=2, max_size=12, unique=True
+).map(lambda xs: [x / 10 for x in xs])
 
 
 @settings(max_examples=60, deadline=None)
@@ -265,7 +378,9 @@ def test_top_k_keeps_exactly_the_k_most_probable_tokens(row, temperature, k):
     kept = set(torch.topk(logits[0], min(k, len(row))).indices.tolist())
     assert set(probs.nonzero().flatten().tolist()) == kept
     index = sorted(kept)
-    torch.testing.assert_close(probs[index], expected[index] / expected[index].sum())
+    torch.testing.assert_close(
+        probs[index], expected[index] / expected[index].sum()
+    )
 
 
 @settings(max_examples=60, deadline=None)
@@ -276,7 +391,11 @@ def test_top_p_keeps_the_smallest_most_probable_set_that_reaches_p(row, p):
     full = torch.softmax(logits[0], -1)
     kept = probs.nonzero().flatten()
     # The kept tokens are the most probable ones ...
-    assert full[kept].min() >= full[probs == 0].max() if len(kept) < len(row) else True
+    assert (
+        full[kept].min() >= full[probs == 0].max()
+        if len(kept) < len(row)
+        else True
+    )
     # ... and the fewest of them whose total reaches p.
     assert full[kept].sum() >= p - 1e-12
     assert full[kept].sum() - full[kept].min() < p
@@ -285,11 +404,19 @@ def test_top_p_keeps_the_smallest_most_probable_set_that_reaches_p(row, p):
 
 def test_temperature_and_the_order_of_the_filters():
     logits = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0]])
-    torch.testing.assert_close(next_token_probs(logits, 0.5), torch.softmax(logits / 0.5, -1))
-    torch.testing.assert_close(next_token_probs(logits, top_p=1.0), torch.softmax(logits, -1))
+    torch.testing.assert_close(
+        next_token_probs(logits, 0.5), torch.softmax(logits / 0.5, -1)
+    )
+    torch.testing.assert_close(
+        next_token_probs(logits, top_p=1.0), torch.softmax(logits, -1)
+    )
     # top-p acts on the top-k distribution: of the top 2 (renormalised 0.73, 0.27), p = 0.7 keeps one.
-    assert next_token_probs(logits, top_k=2, top_p=0.7)[0].nonzero().flatten().tolist() == [0]
-    assert next_token_probs(logits, top_p=0.7)[0].nonzero().flatten().tolist() == [0, 1]
+    assert next_token_probs(logits, top_k=2, top_p=0.7)[
+        0
+    ].nonzero().flatten().tolist() == [0]
+    assert next_token_probs(logits, top_p=0.7)[
+        0
+    ].nonzero().flatten().tolist() == [0, 1]
 
 
 # ----------------------------------------------------------------------------- translation as language modelling
@@ -301,17 +428,23 @@ def corpus():
     return train, test, translation_lm_vocab(train)
 
 
-def test_sequences_are_english_sep_french_eos_with_labels_on_the_french_part_only(corpus):
+def test_sequences_are_english_sep_french_eos_with_labels_on_the_french_part_only(
+    corpus,
+):
     train, _, vocab = corpus
     X, Y = translation_lm_arrays(train[:50], vocab, 40)
     sep, pad = vocab[SEP], vocab.pad
     for (english, french), x, y in zip(train[:50], X.tolist(), Y.tolist()):
         n, m = len(tokenize(english)), len(tokenize(french))
-        assert vocab.to_tokens(x[: n + 1 + m]) == tokenize(english) + [SEP] + tokenize(french)
+        assert vocab.to_tokens(x[: n + 1 + m]) == tokenize(english) + [
+            SEP
+        ] + tokenize(french)
         assert x[n] == sep and set(x[n + 1 + m :]) <= {pad}
         assert y[:n] == [pad] * n  # no loss on the English part
         assert y[n : n + m + 1] == vocab[tokenize(french)] + [vocab.eos]
-        assert x[n + 1 : n + 1 + m] == y[n : n + m]  # the label is the next input
+        assert (
+            x[n + 1 : n + 1 + m] == y[n : n + m]
+        )  # the label is the next input
         assert set(y[n + m + 1 :]) <= {pad}
 
 
@@ -327,13 +460,21 @@ def test_loader_batches_similar_lengths_and_trimming_changes_no_loss(corpus):
     assert seen == len(train)
     loader = translation_lm_loader(train, vocab, 16, 40, seed=0)
     first_epoch = [X.tolist() for X, _ in loader]
-    assert first_epoch != [X.tolist() for X, _ in loader]  # a new order every epoch
-    assert first_epoch == [X.tolist() for X, _ in translation_lm_loader(train, vocab, 16, 40, seed=0)]
+    assert first_epoch != [
+        X.tolist() for X, _ in loader
+    ]  # a new order every epoch
+    assert first_epoch == [
+        X.tolist()
+        for X, _ in translation_lm_loader(train, vocab, 16, 40, seed=0)
+    ]
     X_full, Y_full = translation_lm_arrays(train[:16], vocab, 40)
-    X, Y = next(iter(translation_lm_loader(train[:16], vocab, 16, 40, shuffle=False)))
+    X, Y = next(
+        iter(translation_lm_loader(train[:16], vocab, 16, 40, shuffle=False))
+    )
     with torch.no_grad():
         torch.testing.assert_close(
-            masked_cross_entropy(model(X), Y, vocab.pad), masked_cross_entropy(model(X_full), Y_full, vocab.pad)
+            masked_cross_entropy(model(X), Y, vocab.pad),
+            masked_cross_entropy(model(X_full), Y_full, vocab.pad),
         )
 
 
@@ -352,9 +493,13 @@ def test_translate_lm_batches_by_length_like_one_sentence_at_a_time(corpus):
 
 
 def count_calls(model: nn.Module) -> list[int]:
-    calls = [0]  # calls of the model's parts: the model itself may check its input first
+    calls = [
+        0
+    ]  # calls of the model's parts: the model itself may check its input first
     for module in list(model.modules())[1:]:
-        module.register_forward_pre_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
+        module.register_forward_pre_hook(
+            lambda *_: calls.__setitem__(0, calls[0] + 1)
+        )
     return calls
 
 
@@ -396,7 +541,9 @@ def test_generate_refuses_bad_values_before_any_computation(kwargs, name):
     ],
 )
 def test_generate_refuses_wrong_types(kwargs, name):
-    arguments = dict(model=make_model(), prompt=tokens(T=3), max_new_tokens=5) | kwargs
+    arguments = (
+        dict(model=make_model(), prompt=tokens(T=3), max_new_tokens=5) | kwargs
+    )
     with pytest.raises(TypeError, match=name):
         generate(**arguments)
 
@@ -424,4 +571,6 @@ def test_forward_and_filters_refuse_bad_input():
     with pytest.raises(ValueError, match="top_p"):
         next_token_probs(torch.zeros(2, 3), top_p=2.0)
     with pytest.raises(ValueError, match="num_steps"):
-        translation_lm_arrays([("a .", "un .")], translation_lm_vocab([("a .", "un .")]), 0)
+        translation_lm_arrays(
+            [("a .", "un .")], translation_lm_vocab([("a .", "un .")]), 0
+        )

@@ -30,7 +30,10 @@ def test_a_single_tensor_is_counted_exactly():
 
 
 def test_peak_counts_what_is_live_at_once_not_what_was_ever_allocated():
-    together, apart = peak_memory(_two_at_once), peak_memory(_one_after_another)
+    together, apart = (
+        peak_memory(_two_at_once),
+        peak_memory(_one_after_another),
+    )
     assert 3 * MIB <= together.peak < 3 * MIB + 4096
     assert MIB <= apart.peak < MIB + 4096
     assert together.largest == apart.largest == MIB
@@ -42,7 +45,10 @@ def test_the_explicit_score_matrix_is_the_largest_allocation():
     assert use.largest == 2 * 300 * 300 * 4
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: the CPU path is tested above")
+@pytest.mark.skipif(
+    not torch.cuda.is_available(),
+    reason="needs CUDA: the CPU path is tested above",
+)
 def test_cuda_peak():
     use = peak_memory(lambda: torch.empty(1000, 1000, device="cuda"), "cuda")
     assert use.peak >= 4_000_000

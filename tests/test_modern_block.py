@@ -18,7 +18,9 @@ F64 = torch.float64
 # ----------------------------------------------------------------------------- RMSNorm
 
 
-@pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 1e-6), (F64, 1e-12)])
+@pytest.mark.parametrize(
+    "dtype, tolerance", [(torch.float32, 1e-6), (F64, 1e-12)]
+)
 @pytest.mark.parametrize("eps", [None, 1e-5, 0.5])
 def test_rmsnorm_matches_torch(dtype, tolerance, eps):
     torch.manual_seed(0)
@@ -36,7 +38,9 @@ def test_rmsnorm_rows_have_unit_root_mean_square_and_ignore_scale():
     Y = RMSNorm(16, eps=0.0).double()(X)
     assert torch.allclose(Y.pow(2).mean(-1), torch.ones(4, dtype=F64))
     assert torch.allclose(RMSNorm(16, eps=0.0).double()(X * 3), Y)
-    assert not torch.allclose(Y.mean(-1), torch.zeros(4, dtype=F64))  # unlike layer norm, no centring
+    assert not torch.allclose(
+        Y.mean(-1), torch.zeros(4, dtype=F64)
+    )  # unlike layer norm, no centring
 
 
 def test_rmsnorm_gradcheck():
@@ -55,7 +59,9 @@ def test_swiglu_is_silu_gate_times_linear_unit():
     ffn = SwiGLUFFN(10, 6, input_size=4).double()
     X = torch.randn(2, 3, 4, dtype=F64)
     gate = X @ ffn.gate.weight.T
-    expected = (gate * torch.sigmoid(gate) * (X @ ffn.up.weight.T)) @ ffn.down.weight.T
+    expected = (
+        gate * torch.sigmoid(gate) * (X @ ffn.up.weight.T)
+    ) @ ffn.down.weight.T
     assert (ffn(X) - expected).abs().max() <= 1e-12
     assert ffn(X).shape == (2, 3, 6)
 
@@ -63,12 +69,17 @@ def test_swiglu_is_silu_gate_times_linear_unit():
 def test_swiglu_bias_and_parameter_count():
     assert sum(p.numel() for p in SwiGLUFFN(12, 8).parameters()) == 3 * 12 * 8
     with_bias = SwiGLUFFN(12, 8, bias=True)
-    assert sum(p.numel() for p in with_bias.parameters()) == 3 * 12 * 8 + 2 * 12 + 8
+    assert (
+        sum(p.numel() for p in with_bias.parameters())
+        == 3 * 12 * 8 + 2 * 12 + 8
+    )
     # A closed gate (zero gate projection) gives silu(0) * up = 0.
     with torch.no_grad():
         with_bias.gate.weight.zero_()
         with_bias.gate.bias.zero_()
-    assert torch.allclose(with_bias(torch.randn(2, 8)), with_bias.down.bias.expand(2, 8))
+    assert torch.allclose(
+        with_bias(torch.randn(2, 8)), with_bias.down.bias.expand(2, 8)
+    )
 
 
 def test_swiglu_gradcheck():
@@ -80,13 +91,21 @@ def test_swiglu_gradcheck():
 # ----------------------------------------------------------------------------- pre-norm block
 
 
-def _copy_from_torch(ours: PreNormEncoderBlock, theirs: nn.TransformerEncoderLayer) -> None:
+def _copy_from_torch(
+    ours: PreNormEncoderBlock, theirs: nn.TransformerEncoderLayer
+) -> None:
     width = theirs.self_attn.embed_dim
     with torch.no_grad():
         attention = ours.attention
-        for k, linear in enumerate((attention.W_q, attention.W_k, attention.W_v)):
-            linear.weight.copy_(theirs.self_attn.in_proj_weight[k * width : (k + 1) * width])
-            linear.bias.copy_(theirs.self_attn.in_proj_bias[k * width : (k + 1) * width])
+        for k, linear in enumerate(
+            (attention.W_q, attention.W_k, attention.W_v)
+        ):
+            linear.weight.copy_(
+                theirs.self_attn.in_proj_weight[k * width : (k + 1) * width]
+            )
+            linear.bias.copy_(
+                theirs.self_attn.in_proj_bias[k * width : (k + 1) * width]
+            )
         attention.W_o.load_state_dict(theirs.self_attn.out_proj.state_dict())
         ours.ffn.dense1.load_state_dict(theirs.linear1.state_dict())
         ours.ffn.dense2.load_state_dict(theirs.linear2.state_dict())
@@ -96,14 +115,18 @@ def _copy_from_torch(ours: PreNormEncoderBlock, theirs: nn.TransformerEncoderLay
 
 def test_pre_norm_block_matches_torch_norm_first_layer():
     torch.manual_seed(0)
-    theirs = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True, norm_first=True).double()
+    theirs = nn.TransformerEncoderLayer(
+        16, 4, 32, dropout=0.0, batch_first=True, norm_first=True
+    ).double()
     ours = PreNormEncoderBlock(16, 32, 4, 0.0, use_bias=True).double()
     with torch.no_grad():  # non-trivial norm gains and biases
         for norm in (theirs.norm1, theirs.norm2):
             norm.weight.copy_(torch.rand(16, dtype=F64) + 0.5)
             norm.bias.copy_(torch.randn(16, dtype=F64))
     _copy_from_torch(ours, theirs)
-    X = torch.randn(3, 6, 16, dtype=F64, requires_grad=True)  # grad on: torch takes its reference path
+    X = torch.randn(
+        3, 6, 16, dtype=F64, requires_grad=True
+    )  # grad on: torch takes its reference path
     valid_lens = torch.tensor([6, 2, 4])
     padding = torch.arange(6)[None] >= valid_lens[:, None]
     expected = theirs(X, src_key_padding_mask=padding)
@@ -114,23 +137,43 @@ def test_pre_norm_block_matches_torch_norm_first_layer():
 
 
 def test_pre_norm_residual_path_is_the_identity_when_sublayers_are_silent():
-    block = PreNormEncoderBlock(8, 16, 2, 0.0, norm="rms", ffn="swiglu", num_kv_heads=1)
+    block = PreNormEncoderBlock(
+        8, 16, 2, 0.0, norm="rms", ffn="swiglu", num_kv_heads=1
+    )
     with torch.no_grad():
         block.attention.W_o.weight.zero_()
         block.ffn.down.weight.zero_()
     X = torch.randn(2, 5, 8) * 30
-    assert torch.equal(block(X), X)  # a post-norm block would still normalise X
+    assert torch.equal(
+        block(X), X
+    )  # a post-norm block would still normalise X
 
 
 @pytest.mark.parametrize(
-    "norm, ffn, num_kv_heads, rotary", [("layer", "relu", None, False), ("rms", "swiglu", 2, True), ("rms", "relu", 1, False)]
+    "norm, ffn, num_kv_heads, rotary",
+    [
+        ("layer", "relu", None, False),
+        ("rms", "swiglu", 2, True),
+        ("rms", "relu", 1, False),
+    ],
 )
 def test_pre_norm_block_options_gradcheck(norm, ffn, num_kv_heads, rotary):
     torch.manual_seed(0)
-    block = PreNormEncoderBlock(8, 12, 4, 0.0, norm=norm, ffn=ffn, num_kv_heads=num_kv_heads, rotary=rotary).double()
+    block = PreNormEncoderBlock(
+        8,
+        12,
+        4,
+        0.0,
+        norm=norm,
+        ffn=ffn,
+        num_kv_heads=num_kv_heads,
+        rotary=rotary,
+    ).double()
     X = torch.randn(2, 4, 8, dtype=F64, requires_grad=True)
     lens = torch.tensor([4, 1])
-    assert torch.autograd.gradcheck(lambda x: block(x, lens, causal=True), (X,))
+    assert torch.autograd.gradcheck(
+        lambda x: block(x, lens, causal=True), (X,)
+    )
     assert block.attention.num_kv_heads == (num_kv_heads or 4)
     assert (block.attention.rotary is not None) == rotary
 
@@ -138,10 +181,26 @@ def test_pre_norm_block_options_gradcheck(norm, ffn, num_kv_heads, rotary):
 @pytest.mark.parametrize(
     "make, error, match",
     [
-        (lambda: PreNormEncoderBlock(8, 16, 2, 0.0, norm="batch"), ValueError, "norm"),
-        (lambda: PreNormEncoderBlock(8, 16, 2, 0.0, ffn="gelu"), ValueError, "ffn"),
-        (lambda: PreNormEncoderBlock(8, 16, 3, 0.0), ValueError, "num_hiddens"),
-        (lambda: PreNormEncoderBlock(8, 16, 4, 0.0, num_kv_heads=3), ValueError, "num_kv_heads"),
+        (
+            lambda: PreNormEncoderBlock(8, 16, 2, 0.0, norm="batch"),
+            ValueError,
+            "norm",
+        ),
+        (
+            lambda: PreNormEncoderBlock(8, 16, 2, 0.0, ffn="gelu"),
+            ValueError,
+            "ffn",
+        ),
+        (
+            lambda: PreNormEncoderBlock(8, 16, 3, 0.0),
+            ValueError,
+            "num_hiddens",
+        ),
+        (
+            lambda: PreNormEncoderBlock(8, 16, 4, 0.0, num_kv_heads=3),
+            ValueError,
+            "num_kv_heads",
+        ),
         (lambda: RMSNorm(0), ValueError, "num_hiddens"),
         (lambda: RMSNorm(4, eps=-1.0), ValueError, "eps"),
     ],
@@ -157,9 +216,23 @@ def test_refuses_bad_construction(make, error, match):
         (lambda: RMSNorm(4)([1.0, 2.0]), TypeError, "X"),
         (lambda: RMSNorm(4)(torch.randn(2, 5)), ValueError, "X"),
         (lambda: SwiGLUFFN(8, 4)(torch.randn(2, 5)), ValueError, "X"),
-        (lambda: PreNormEncoderBlock(8, 16, 2, 0.0)(torch.randn(2, 8)), ValueError, "X"),
-        (lambda: PreNormEncoderBlock(8, 16, 2, 0.0)(torch.randn(2, 3, 6)), ValueError, "X"),
-        (lambda: PreNormEncoderBlock(8, 16, 2, 0.0)(torch.randn(2, 3, 8), torch.tensor([3])), ValueError, "valid_lens"),
+        (
+            lambda: PreNormEncoderBlock(8, 16, 2, 0.0)(torch.randn(2, 8)),
+            ValueError,
+            "X",
+        ),
+        (
+            lambda: PreNormEncoderBlock(8, 16, 2, 0.0)(torch.randn(2, 3, 6)),
+            ValueError,
+            "X",
+        ),
+        (
+            lambda: PreNormEncoderBlock(8, 16, 2, 0.0)(
+                torch.randn(2, 3, 8), torch.tensor([3])
+            ),
+            ValueError,
+            "valid_lens",
+        ),
     ],
 )
 def test_refuses_bad_input(call, error, match):

@@ -6,16 +6,26 @@ import d2l.torch as d2l
 import pytest
 import torch
 
-from course_pkg.positional import LearnedPositionalEncoding, PositionalEncoding, sinusoidal_table
+from course_pkg.positional import (
+    LearnedPositionalEncoding,
+    PositionalEncoding,
+    sinusoidal_table,
+)
 
 
 def test_table_matches_d2l_and_the_formula():
     ours = PositionalEncoding(32, 0.0, max_len=200)
-    assert torch.allclose(ours.P, d2l.PositionalEncoding(32, 0.0, max_len=200).P, atol=1e-6)
+    assert torch.allclose(
+        ours.P, d2l.PositionalEncoding(32, 0.0, max_len=200).P, atol=1e-6
+    )
     i, j = 17, 5  # column 2j is sin(i / 10000^(2j/D)), column 2j+1 its cos
     angle = i / 10000 ** (2 * j / 32)
-    assert ours.P[0, i, 2 * j].item() == pytest.approx(torch.sin(torch.tensor(angle, dtype=torch.float64)).item(), abs=1e-6)
-    assert ours.P[0, i, 2 * j + 1].item() == pytest.approx(torch.cos(torch.tensor(angle, dtype=torch.float64)).item(), abs=1e-6)
+    assert ours.P[0, i, 2 * j].item() == pytest.approx(
+        torch.sin(torch.tensor(angle, dtype=torch.float64)).item(), abs=1e-6
+    )
+    assert ours.P[0, i, 2 * j + 1].item() == pytest.approx(
+        torch.cos(torch.tensor(angle, dtype=torch.float64)).item(), abs=1e-6
+    )
 
 
 def test_forward_matches_d2l_in_float64():
@@ -43,12 +53,19 @@ def test_relative_position_is_a_rotation():
     """P[i + delta] = M_delta P[i] with one 2x2 rotation per frequency, the same for every i."""
     D, delta = 16, 3
     table = sinusoidal_table(60, D).double()
-    freqs = 1 / torch.pow(torch.tensor(10000.0, dtype=torch.float64), torch.arange(0, D, 2, dtype=torch.float64) / D)
+    freqs = 1 / torch.pow(
+        torch.tensor(10000.0, dtype=torch.float64),
+        torch.arange(0, D, 2, dtype=torch.float64) / D,
+    )
     for j, w in enumerate(freqs):
         c, s = torch.cos(delta * w), torch.sin(delta * w)
-        rotation = torch.stack([torch.stack([c, s]), torch.stack([-s, c])])  # acts on (sin, cos)
+        rotation = torch.stack(
+            [torch.stack([c, s]), torch.stack([-s, c])]
+        )  # acts on (sin, cos)
         pairs = table[:, 2 * j : 2 * j + 2]
-        assert torch.allclose(pairs[:-delta] @ rotation.T, pairs[delta:], atol=1e-5)
+        assert torch.allclose(
+            pairs[:-delta] @ rotation.T, pairs[delta:], atol=1e-5
+        )
 
 
 def test_learned_encoding_shapes_and_gradient(device):
@@ -69,7 +86,9 @@ def test_sinusoidal_on_device(device):
 
 
 def test_bad_input():
-    with pytest.raises(ValueError, match="num_hiddens must be a positive even number"):
+    with pytest.raises(
+        ValueError, match="num_hiddens must be a positive even number"
+    ):
         PositionalEncoding(7, 0.0)
     module = PositionalEncoding(8, 0.0, max_len=5)
     with pytest.raises(ValueError, match=r"X must have shape \(B, T, 8\)"):
@@ -81,8 +100,14 @@ def test_bad_input():
 
 
 def test_bad_offset():
-    for module in (PositionalEncoding(8, 0.0, max_len=10), LearnedPositionalEncoding(8, 0.0, max_len=10)):
+    for module in (
+        PositionalEncoding(8, 0.0, max_len=10),
+        LearnedPositionalEncoding(8, 0.0, max_len=10),
+    ):
         with pytest.raises(ValueError, match="offset must be >= 0"):
             module(torch.zeros(1, 1, 8), offset=-1)
-        with pytest.raises(ValueError, match=r"offset \+ T = 7 \+ 5 positions, more than max_len=10"):
+        with pytest.raises(
+            ValueError,
+            match=r"offset \+ T = 7 \+ 5 positions, more than max_len=10",
+        ):
             module(torch.zeros(1, 5, 8), offset=7)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from course_pkg.bert import BERTClassifier, BERTEncoder, BERTModel
-from course_pkg.data import english_french_corpus, english_sentence_labels
+from course_pkg.corpus import english_french_corpus, english_sentence_labels
 from course_pkg.pretrain import (
     NUM_SPECIAL,
     SETTINGS,
@@ -21,16 +21,42 @@ from course_pkg.pretrain import (
     translation_pairs,
 )
 
-ENGLISH = ["the cat sleeps .", "i see a dog .", "will you eat the cake ?", "she did not read ."]
-FRENCH = ["le chat dort .", "je vois un chien .", "est-ce que vous mangerez le gâteau ?", "elle n'a pas lu ."]
+ENGLISH = [
+    "the cat sleeps .",
+    "i see a dog .",
+    "will you eat the cake ?",
+    "she did not read .",
+]
+FRENCH = [
+    "le chat dort .",
+    "je vois un chien .",
+    "est-ce que vous mangerez le gâteau ?",
+    "elle n'a pas lu .",
+]
 
 
 def test_vocab_specials_and_single_inputs():
     vocab = bert_vocab(ENGLISH + FRENCH)
-    assert vocab.to_tokens(list(range(NUM_SPECIAL))) == ["<pad>", "<bos>", "<eos>", "<unk>", "<cls>", "<sep>", "<mask>"]
+    assert vocab.to_tokens(list(range(NUM_SPECIAL))) == [
+        "<pad>",
+        "<bos>",
+        "<eos>",
+        "<unk>",
+        "<cls>",
+        "<sep>",
+        "<mask>",
+    ]
     tokens, segments, valid_lens = encode_sentences(vocab, ENGLISH[:2], 7)
     assert valid_lens.tolist() == [6, 7]
-    assert vocab.to_tokens(tokens[0]) == ["<cls>", "the", "cat", "sleeps", ".", "<sep>", "<pad>"]
+    assert vocab.to_tokens(tokens[0]) == [
+        "<cls>",
+        "the",
+        "cat",
+        "sleeps",
+        ".",
+        "<sep>",
+        "<pad>",
+    ]
     assert not segments.any()
     with pytest.raises(ValueError, match="num_steps"):
         encode_sentences(vocab, ENGLISH[2:3], 5)
@@ -40,29 +66,59 @@ def test_second_segment_follows_the_first_with_segment_one():
     vocab = bert_vocab(ENGLISH + FRENCH)
     first, _, first_lens = encode_sentences(vocab, ENGLISH[:2], 8)
     seconds = [vocab[FRENCH[0].split()], vocab[FRENCH[1].split()]]
-    tokens, segments, valid_lens = add_second_segment(first, first_lens, seconds, vocab["<sep>"], vocab.pad, 14)
+    tokens, segments, valid_lens = add_second_segment(
+        first, first_lens, seconds, vocab["<sep>"], vocab.pad, 14
+    )
     assert vocab.to_tokens(tokens[0][: valid_lens[0]]) == (
-        ["<cls>", "the", "cat", "sleeps", ".", "<sep>", "le", "chat", "dort", ".", "<sep>"]
+        [
+            "<cls>",
+            "the",
+            "cat",
+            "sleeps",
+            ".",
+            "<sep>",
+            "le",
+            "chat",
+            "dort",
+            ".",
+            "<sep>",
+        ]
     )
     assert segments[0].tolist() == [0] * 6 + [1] * 5 + [0] * 3
     assert valid_lens.tolist() == [11, 13]
     assert (tokens[0, 11:] == vocab.pad).all()
     with pytest.raises(ValueError, match="num_steps"):
-        add_second_segment(first, first_lens, seconds, vocab["<sep>"], vocab.pad, 11)
+        add_second_segment(
+            first, first_lens, seconds, vocab["<sep>"], vocab.pad, 11
+        )
 
 
 def test_translation_pairs_pair_half_with_their_translation_and_the_rest_elsewhere():
-    partner, is_translation = translation_pairs(5000, torch.Generator().manual_seed(0))
+    partner, is_translation = translation_pairs(
+        5000, torch.Generator().manual_seed(0)
+    )
     own = torch.arange(5000)
     assert torch.equal(partner == own, is_translation.bool())
-    assert abs(float(is_translation.float().mean()) - 0.5) < 5 * 0.5 / 5000**0.5
+    assert (
+        abs(float(is_translation.float().mean()) - 0.5) < 5 * 0.5 / 5000**0.5
+    )
     assert int(partner.min()) >= 0 and int(partner.max()) < 5000
     with pytest.raises(ValueError, match="num_pairs"):
         translation_pairs(1, torch.Generator())
 
 
-TINY = dataclasses.replace(SETTINGS, num_hiddens=8, ffn_num_hiddens=16, num_heads=2, num_blks=1, max_len=24,
-                           batch_size=2, pretrain_steps=6, finetune_epochs=40, finetune_batch_size=4)
+TINY = dataclasses.replace(
+    SETTINGS,
+    num_hiddens=8,
+    ffn_num_hiddens=16,
+    num_heads=2,
+    num_blks=1,
+    max_len=24,
+    batch_size=2,
+    pretrain_steps=6,
+    finetune_epochs=40,
+    finetune_batch_size=4,
+)
 
 
 @pytest.mark.parametrize("use_pair", [False, True])
@@ -72,18 +128,35 @@ def test_pretraining_is_repeatable_and_trains_every_head_it_uses(use_pair):
     def run():
         torch.manual_seed(0)
         model = BERTModel(len(vocab), 8, 16, 2, 1, 0.1, max_len=24)
-        before = {name: p.detach().clone() for name, p in model.named_parameters()}
-        history = pretrain_bert(model, ENGLISH, FRENCH, vocab, use_pair, TINY, seed=3)
-        changed = {name for name, p in model.named_parameters() if not torch.equal(p, before[name])}
+        before = {
+            name: p.detach().clone() for name, p in model.named_parameters()
+        }
+        history = pretrain_bert(
+            model, ENGLISH, FRENCH, vocab, use_pair, TINY, seed=3
+        )
+        changed = {
+            name
+            for name, p in model.named_parameters()
+            if not torch.equal(p, before[name])
+        }
         return history, changed
 
     (first, changed), (again, _) = run(), run()
-    assert first["mlm_loss"] == again["mlm_loss"] and len(first["mlm_loss"]) == 6
+    assert (
+        first["mlm_loss"] == again["mlm_loss"] and len(first["mlm_loss"]) == 6
+    )
     assert len(first["pair_loss"]) == (6 if use_pair else 0)
     assert any(name.startswith("pair.") for name in changed) == use_pair
     assert any(name.startswith("mlm.") for name in changed)
     with pytest.raises(ValueError, match="aligned"):
-        pretrain_bert(BERTModel(len(vocab), 8, 16, 2, 1, 0.1, max_len=24), ENGLISH, FRENCH[:2], vocab, use_pair, TINY)
+        pretrain_bert(
+            BERTModel(len(vocab), 8, 16, 2, 1, 0.1, max_len=24),
+            ENGLISH,
+            FRENCH[:2],
+            vocab,
+            use_pair,
+            TINY,
+        )
 
 
 def test_fine_tuning_fits_a_small_labelled_set():
@@ -91,10 +164,18 @@ def test_fine_tuning_fits_a_small_labelled_set():
     tokens, segments, valid_lens = encode_sentences(vocab, ENGLISH, 10)
     labels = torch.tensor([0, 0, 1, 1])
     torch.manual_seed(0)
-    classifier = BERTClassifier(BERTEncoder(len(vocab), 8, 16, 2, 1, 0.0, max_len=10), 2, pooling="mean")
-    losses = fine_tune(classifier, tokens, segments, valid_lens, labels, TINY, seed=0)
+    classifier = BERTClassifier(
+        BERTEncoder(len(vocab), 8, 16, 2, 1, 0.0, max_len=10),
+        2,
+        pooling="mean",
+    )
+    losses = fine_tune(
+        classifier, tokens, segments, valid_lens, labels, TINY, seed=0
+    )
     assert len(losses) == TINY.finetune_epochs
-    assert torch.equal(predict(classifier, tokens, segments, valid_lens, batch_size=3), labels)
+    assert torch.equal(
+        predict(classifier, tokens, segments, valid_lens, batch_size=3), labels
+    )
     with pytest.raises(ValueError, match="labels"):
         fine_tune(classifier, tokens, segments, valid_lens, labels[:3], TINY)
 
@@ -102,7 +183,9 @@ def test_fine_tuning_fits_a_small_labelled_set():
 def test_sentence_labels_follow_the_corpus_and_the_surface():
     corpus = english_french_corpus(5, num_pairs=300)
     labelled = english_sentence_labels(5, num_pairs=300)
-    assert [[e for e, _ in split] for split in corpus] == [[e for e, _, _ in split] for split in labelled]
+    assert [[e for e, _ in split] for split in corpus] == [
+        [e for e, _, _ in split] for split in labelled
+    ]
     rows = [row for split in labelled for row in split]
     assert {tense for _, tense, _ in rows} == {"present", "past", "future"}
     for english, tense, mood in rows:

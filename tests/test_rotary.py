@@ -29,7 +29,9 @@ def _rotate_at(rope, vector, position):
     shift=st.integers(0, 2000),
     seed=st.integers(0, 2**16),
 )
-def test_score_depends_only_on_the_relative_position(half_width, m, n, shift, seed):
+def test_score_depends_only_on_the_relative_position(
+    half_width, m, n, shift, seed
+):
     """(R_m q) . (R_n k) = (R_{m+s} q) . (R_{n+s} k) = q . R_{n-m} k for every shift s."""
     rope = RotaryEmbedding(2 * half_width)
     generator = torch.Generator().manual_seed(seed)
@@ -38,7 +40,9 @@ def test_score_depends_only_on_the_relative_position(half_width, m, n, shift, se
     shifted = _rotate_at(rope, q, m + shift) @ _rotate_at(rope, k, n + shift)
     scale = q.norm() * k.norm()
     assert abs(score - shifted) <= 1e-9 * scale
-    if n >= m:  # only the difference is left: the query unrotated, the key rotated by n - m
+    if (
+        n >= m
+    ):  # only the difference is left: the query unrotated, the key rotated by n - m
         assert abs(score - q @ _rotate_at(rope, k, n - m)) <= 1e-9 * scale
 
 
@@ -48,8 +52,12 @@ def test_matches_the_complex_form():
     X = torch.randn(2, 3, 6, 8, dtype=F64)  # (B, H, T, d)
     theta = 500.0 ** (-torch.arange(0, 8, 2, dtype=F64) / 8)
     positions = torch.arange(4, 10, dtype=F64)
-    phases = torch.polar(torch.ones(6, 4, dtype=F64), positions[:, None] * theta)  # (T, d/2)
-    expected = torch.view_as_real(torch.view_as_complex(X.reshape(2, 3, 6, 4, 2)) * phases).reshape(2, 3, 6, 8)
+    phases = torch.polar(
+        torch.ones(6, 4, dtype=F64), positions[:, None] * theta
+    )  # (T, d/2)
+    expected = torch.view_as_real(
+        torch.view_as_complex(X.reshape(2, 3, 6, 4, 2)) * phases
+    ).reshape(2, 3, 6, 8)
     assert (rope(X, offset=4) - expected).abs().max() <= 1e-12
 
 
@@ -69,7 +77,9 @@ def test_offset_continues_the_positions():
     rope = RotaryEmbedding(6)
     X = torch.randn(2, 4, 7, 6)
     whole = rope(X)
-    one_by_one = torch.cat([rope(X[:, :, t : t + 1], offset=t) for t in range(7)], dim=2)
+    one_by_one = torch.cat(
+        [rope(X[:, :, t : t + 1], offset=t) for t in range(7)], dim=2
+    )
     assert torch.allclose(whole, one_by_one, atol=1e-6)
 
 
@@ -78,7 +88,9 @@ def test_half_precision_keeps_far_positions_apart():
     X = torch.ones(1, 2, 4, dtype=torch.float16)
     rotated = rope(X, offset=2049)
     assert rotated.dtype == torch.float16
-    assert not torch.equal(rotated[0, 0], rotated[0, 1])  # positions 2049 and 2050 differ
+    assert not torch.equal(
+        rotated[0, 0], rotated[0, 1]
+    )  # positions 2049 and 2050 differ
 
 
 def test_gradcheck():
@@ -89,8 +101,12 @@ def test_gradcheck():
 
 @pytest.mark.parametrize(
     "args, error, match",
-    [((5,), ValueError, "head_width"), ((0,), ValueError, "head_width"), ((4.0,), TypeError, "head_width"),
-     ((4, 1.0), ValueError, "base")],
+    [
+        ((5,), ValueError, "head_width"),
+        ((0,), ValueError, "head_width"),
+        ((4.0,), TypeError, "head_width"),
+        ((4, 1.0), ValueError, "base"),
+    ],
 )
 def test_refuses_bad_construction(args, error, match):
     with pytest.raises(error, match=match):
@@ -103,8 +119,16 @@ def test_refuses_bad_construction(args, error, match):
         (lambda rope: rope([[1.0] * 4]), TypeError, "X"),
         (lambda rope: rope(torch.randn(4)), ValueError, "X"),
         (lambda rope: rope(torch.randn(3, 6)), ValueError, "X"),
-        (lambda rope: rope(torch.randn(3, 4), offset=-1), ValueError, "offset"),
-        (lambda rope: rope(torch.randn(3, 4), offset=1.5), TypeError, "offset"),
+        (
+            lambda rope: rope(torch.randn(3, 4), offset=-1),
+            ValueError,
+            "offset",
+        ),
+        (
+            lambda rope: rope(torch.randn(3, 4), offset=1.5),
+            TypeError,
+            "offset",
+        ),
     ],
 )
 def test_refuses_bad_input(call, error, match):

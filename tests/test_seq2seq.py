@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
+from course_pkg.encoder_decoder import EncoderDecoder
 from course_pkg.seq2seq import (
-    EncoderDecoder,
     Seq2SeqAttentionDecoder,
     Seq2SeqDecoder,
     Seq2SeqEncoder,
@@ -360,7 +360,7 @@ def test_decoders_refuse_bad_ids_and_mismatched_state(decoder_class):
     with pytest.raises(ValueError, match=f"0, {TGT_V}"):
         decoder(torch.full((3, 2), TGT_V), state)
     with pytest.raises(
-        ValueError, match=r"state.s .*\(2, "
+        ValueError, match=r"state\.\w+ must have shape .*\(2, "
     ):  # batch of 2 against a state for 3
         decoder(torch.zeros(2, 2, dtype=torch.long), state)
     wrong_layers = Seq2SeqEncoder(SRC_V, EMBED, HIDDEN, 1)

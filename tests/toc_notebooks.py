@@ -27,7 +27,11 @@ def toc_files(node) -> list[str]:
 
 def toc_notebooks() -> list[pathlib.Path]:
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    return [ROOT / f"{name}.ipynb" for name in toc_files(toc) if (ROOT / f"{name}.ipynb").exists()]
+    return [
+        ROOT / f"{name}.ipynb"
+        for name in toc_files(toc)
+        if (ROOT / f"{name}.ipynb").exists()
+    ]
 
 
 if __name__ == "__main__":

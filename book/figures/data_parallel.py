@@ -16,14 +16,34 @@ SHARD_COLOURS = ("#cfe3f7", "#fdd9b5", "#d8f0d0", "#e6d5f2")
 BOX_COLOUR, REDUCE_COLOUR = "#f2f2f2", "#fff3b0"
 
 
-def _box(ax, x: float, y: float, width: float, height: float, text: str, colour: str) -> None:
-    ax.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height, fc=colour, ec="black",
-                                lw=1, boxstyle="round,pad=0,rounding_size=0.08"))
+def _box(
+    ax, x: float, y: float, width: float, height: float, text: str, colour: str
+) -> None:
+    ax.add_patch(
+        FancyBboxPatch(
+            (x - width / 2, y - height / 2),
+            width,
+            height,
+            fc=colour,
+            ec="black",
+            lw=1,
+            boxstyle="round,pad=0,rounding_size=0.08",
+        )
+    )
     ax.text(x, y, text, ha="center", va="center", fontsize=8.5)
 
 
 def _arrow(ax, start: tuple[float, float], end: tuple[float, float]) -> None:
-    ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=10, lw=1, color="black"))
+    ax.add_patch(
+        FancyArrowPatch(
+            start,
+            end,
+            arrowstyle="-|>",
+            mutation_scale=10,
+            lw=1,
+            color="black",
+        )
+    )
 
 
 def draw_data_parallelism(world_size: int = 2):
@@ -37,7 +57,9 @@ def draw_data_parallelism(world_size: int = 2):
         ValueError: if world_size is not in [1, 4].
     """
     if not 1 <= world_size <= len(SHARD_COLOURS):
-        raise ValueError(f"world_size must be in [1, {len(SHARD_COLOURS)}], got {world_size}")
+        raise ValueError(
+            f"world_size must be in [1, {len(SHARD_COLOURS)}], got {world_size}"
+        )
     column = 3.4  # width of one rank's column
     width = column * world_size
     fig, ax = plt.subplots(figsize=(0.4 + 2.3 * world_size, 4.4))
@@ -45,25 +67,75 @@ def draw_data_parallelism(world_size: int = 2):
     # The global batch: G examples, one colour per shard
     cell = width / (4 * world_size)
     for i in range(4 * world_size):
-        ax.add_patch(Rectangle((i * cell, 6.2), cell, 0.45, fc=SHARD_COLOURS[i // 4], ec="black", lw=0.6))
-    ax.text(width / 2, 6.95, f"global batch of G examples, split into p = {world_size} shards of G / p",
-            ha="center", fontsize=9)
+        ax.add_patch(
+            Rectangle(
+                (i * cell, 6.2),
+                cell,
+                0.45,
+                fc=SHARD_COLOURS[i // 4],
+                ec="black",
+                lw=0.6,
+            )
+        )
+    ax.text(
+        width / 2,
+        6.95,
+        f"global batch of G examples, split into p = {world_size} shards of G / p",
+        ha="center",
+        fontsize=9,
+    )
     for r in range(world_size):
         x = (r + 0.5) * column
         _arrow(ax, (x, 6.15), (x, 5.45))
-        _box(ax, x, 5.05, 3.0, 0.7, f"rank {r}: a replica\nof the model, parameters θ", SHARD_COLOURS[r])
+        _box(
+            ax,
+            x,
+            5.05,
+            3.0,
+            0.7,
+            f"rank {r}: a replica\nof the model, parameters θ",
+            SHARD_COLOURS[r],
+        )
         _arrow(ax, (x, 4.68), (x, 4.12))
-        _box(ax, x, 3.75, 3.0, 0.7, f"forward + backward\non shard {r}: gradient $g_{r}$", BOX_COLOUR)
+        _box(
+            ax,
+            x,
+            3.75,
+            3.0,
+            0.7,
+            f"forward + backward\non shard {r}: gradient $g_{r}$",
+            BOX_COLOUR,
+        )
         _arrow(ax, (x, 3.38), (x, 2.82))
         _arrow(ax, (x, 2.0), (x, 1.42))
-        _box(ax, x, 1.05, 3.0, 0.7, "optimizer step with g\n(the same on every rank)", BOX_COLOUR)
+        _box(
+            ax,
+            x,
+            1.05,
+            3.0,
+            0.7,
+            "optimizer step with g\n(the same on every rank)",
+            BOX_COLOUR,
+        )
     terms = " + ".join(f"$g_{r}$" for r in range(world_size))
-    _box(ax, width / 2, 2.42, width - 0.3, 0.75,
-         f"all-reduce: every rank receives g = {terms}\n"
-         "(each $g_r$ weighted by its shard's share of the tokens)",
-         REDUCE_COLOUR)
-    ax.text(width / 2, 0.25, "the replicas stay identical: next step, same θ everywhere", ha="center",
-            fontsize=9, style="italic")
+    _box(
+        ax,
+        width / 2,
+        2.42,
+        width - 0.3,
+        0.75,
+        f"all-reduce: every rank receives g = {terms}\n"
+        "(each $g_r$ weighted by its shard's share of the tokens)",
+        REDUCE_COLOUR,
+    )
+    ax.text(
+        width / 2,
+        0.25,
+        "the replicas stay identical: next step, same θ everywhere",
+        ha="center",
+        fontsize=9,
+        style="italic",
+    )
     ax.set_xlim(-0.2, width + 0.2)
     ax.set_ylim(0, 7.25)
     ax.set_aspect("equal")
@@ -72,4 +144,6 @@ def draw_data_parallelism(world_size: int = 2):
 
 
 if __name__ == "__main__":
-    draw_data_parallelism().savefig(pathlib.Path(__file__).with_name("data_parallel.png"), dpi=100)
+    draw_data_parallelism().savefig(
+        pathlib.Path(__file__).with_name("data_parallel.png"), dpi=100
+    )

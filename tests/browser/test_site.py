@@ -59,31 +59,54 @@ VIEWPORT = {"width": 1280, "height": 900}
 TIMEOUT_MS = 20_000
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
-SITE = pathlib.Path(os.environ.get("BOOK_HTML", ROOT / "_build" / "html")).resolve()
+SITE = pathlib.Path(
+    os.environ.get("BOOK_HTML", ROOT / "_build" / "html")
+).resolve()
 TOC = pathlib.Path(os.environ.get("BOOK_TOC", ROOT / "_toc.yml")).resolve()
 SCREENSHOTS = SITE.parent / "screenshots"
 
-TOC_DOCS: list[str] = toc_files(yaml.safe_load(TOC.read_text()))  # "book/intro", ...
-PAGES: list[str] = [f"{doc}.html" for doc in TOC_DOCS] + ["search.html", "genindex.html"]
+TOC_DOCS: list[str] = toc_files(
+    yaml.safe_load(TOC.read_text())
+)  # "book/intro", ...
+PAGES: list[str] = [f"{doc}.html" for doc in TOC_DOCS] + [
+    "search.html",
+    "genindex.html",
+]
 
 # What MathJax leaves behind when it did not run: display/inline delimiters and TeX commands
 # between single dollars. Code (pre, code) is taken out of the text before looking.
-RAW_MATH = re.compile(r"\$\$|\\\(|\\\)|\\\[|\\\]|\\begin\{|\$[^$\n]*\\[A-Za-z]+[^$\n]*\$")
-STOPWORDS = {"with", "from", "that", "this", "what", "your", "their", "into", "over"}
+RAW_MATH = re.compile(
+    r"\$\$|\\\(|\\\)|\\\[|\\\]|\\begin\{|\$[^$\n]*\\[A-Za-z]+[^$\n]*\$"
+)
+STOPWORDS = {
+    "with",
+    "from",
+    "that",
+    "this",
+    "what",
+    "your",
+    "their",
+    "into",
+    "over",
+}
 
 
 # ----------------------------------------------------------------------------- local web server
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):  # one line per request would drown pytest's output
+    def log_message(
+        self, format, *args
+    ):  # one line per request would drown pytest's output
         pass
 
 
 @pytest.fixture(scope="session")
 def site() -> pathlib.Path:
     if not (SITE / "index.html").is_file():
-        pytest.fail(f"no built book at {SITE}: run `jupyter-book build .` first")
+        pytest.fail(
+            f"no built book at {SITE}: run `jupyter-book build .` first"
+        )
     return SITE
 
 
@@ -107,13 +130,17 @@ def browser():
     if not CHROMIUM.is_file():
         reason = f"chromium not installed: {CHROMIUM} is missing (run tests/browser/install_chromium.sh)"
         if IN_CI:
-            pytest.fail(reason + "; CI=true, so the browser check may not be skipped")
+            pytest.fail(
+                reason + "; CI=true, so the browser check may not be skipped"
+            )
         pytest.skip(reason)
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         # Debian's chromium, never a downloaded one (`playwright install` is not used here).
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        chromium = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS
+        )
         yield chromium
         chromium.close()
 
@@ -208,8 +235,13 @@ def _is_local(url: str, base: str) -> bool:
     return url.startswith(base) or url.startswith(("data:", "blob:", "about:"))
 
 
-def open_page(browser, base: str, path: str, screenshot: pathlib.Path | None = None,
-              inspect: bool = True) -> tuple[Visit, object]:
+def open_page(
+    browser,
+    base: str,
+    path: str,
+    screenshot: pathlib.Path | None = None,
+    inspect: bool = True,
+) -> tuple[Visit, object]:
     """Load base+path in a fresh context that lets no request leave 127.0.0.1; return the record
     (with what COLLECT_JS finds once MathJax and the images are done, if `inspect`) and the open
     page (the caller closes its context)."""
@@ -227,24 +259,42 @@ def open_page(browser, base: str, path: str, screenshot: pathlib.Path | None = N
 
     context.route("**/*", route)
     page = context.new_page()
-    page.on("console", lambda msg: msg.type == "error" and visit.console_errors.append(
-        f"{msg.text} (at {msg.location.get('url', '?')}:{msg.location.get('lineNumber', '?')})"))
+    page.on(
+        "console",
+        lambda msg: (
+            msg.type == "error"
+            and visit.console_errors.append(
+                f"{msg.text} (at {msg.location.get('url', '?')}:{msg.location.get('lineNumber', '?')})"
+            )
+        ),
+    )
     page.on("pageerror", lambda exc: visit.page_errors.append(str(exc)))
-    page.on("response", lambda response: response.status >= 400 and visit.bad_responses.append(
-        f"{response.status} {response.url}"))
+    page.on(
+        "response",
+        lambda response: (
+            response.status >= 400
+            and visit.bad_responses.append(f"{response.status} {response.url}")
+        ),
+    )
     try:
         response = page.goto(visit.url, wait_until="load")
         visit.status = response.status if response else None
         if not inspect:
             return visit, page
-        visit.mathjax, visit.mathjax_src = page.evaluate(WAIT_MATHJAX_JS, TIMEOUT_MS)
-        page.evaluate(WAIT_IMAGES_JS, TIMEOUT_MS)  # an image still loading then fails its test
+        visit.mathjax, visit.mathjax_src = page.evaluate(
+            WAIT_MATHJAX_JS, TIMEOUT_MS
+        )
+        page.evaluate(
+            WAIT_IMAGES_JS, TIMEOUT_MS
+        )  # an image still loading then fails its test
         visit.info = page.evaluate(COLLECT_JS)
         visit.final_url = page.url
         if screenshot is not None:
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(screenshot), full_page=True)
-    except Exception as exc:  # recorded, so that one broken page fails its own tests only
+    except (
+        Exception
+    ) as exc:  # recorded, so that one broken page fails its own tests only
         visit.error = f"{type(exc).__name__}: {exc}"
     return visit, page
 
@@ -252,17 +302,30 @@ def open_page(browser, base: str, path: str, screenshot: pathlib.Path | None = N
 @pytest.fixture(scope="session")
 def visits(browser, server) -> dict[str, Visit]:
     """Every page of PAGES opened once, with a screenshot."""
-    for stale in [*SCREENSHOTS.glob("**/*.png"), SCREENSHOTS / "visits.json"]:  # pages since removed
+    for stale in [
+        *SCREENSHOTS.glob("**/*.png"),
+        SCREENSHOTS / "visits.json",
+    ]:  # pages since removed
         stale.unlink(missing_ok=True)
     recorded = {}
     for path in PAGES:
-        visit, page = open_page(browser, server, path, SCREENSHOTS / path.replace(".html", ".png"))
+        visit, page = open_page(
+            browser, server, path, SCREENSHOTS / path.replace(".html", ".png")
+        )
         page.context.close()
         recorded[path] = visit
     # What each visit saw, beside the screenshots, for a person reviewing the book.
-    summary = {path: {**dataclasses.asdict(v), "info": {k: x for k, x in v.info.items()
-                                                        if k not in ("article_text", "links")}}
-               for path, v in recorded.items()}
+    summary = {
+        path: {
+            **dataclasses.asdict(v),
+            "info": {
+                k: x
+                for k, x in v.info.items()
+                if k not in ("article_text", "links")
+            },
+        }
+        for path, v in recorded.items()
+    }
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     (SCREENSHOTS / "visits.json").write_text(json.dumps(summary, indent=1))
     return recorded
@@ -270,16 +333,23 @@ def visits(browser, server) -> dict[str, Visit]:
 
 def problems(visit: Visit) -> list[str]:
     """Everything a reader's browser would complain about during a visit."""
-    return ([f"uncaught script error: {e}" for e in visit.page_errors]
-            + [f"console error: {e}" for e in visit.console_errors]
-            + [f"failed resource: {r}" for r in visit.bad_responses]
-            + [f"request outside the site (blocked): {u}" for u in visit.external_requests])
+    return (
+        [f"uncaught script error: {e}" for e in visit.page_errors]
+        + [f"console error: {e}" for e in visit.console_errors]
+        + [f"failed resource: {r}" for r in visit.bad_responses]
+        + [
+            f"request outside the site (blocked): {u}"
+            for u in visit.external_requests
+        ]
+    )
 
 
 def loaded(visits, path: str) -> Visit:
     visit = visits[path]
     assert not visit.error, f"{path} did not load: {visit.error}"
-    assert visit.status == 200, f"{path}: HTTP {visit.status} (is it missing from the build?)"
+    assert visit.status == 200, (
+        f"{path}: HTTP {visit.status} (is it missing from the build?)"
+    )
     return visit
 
 
@@ -289,7 +359,9 @@ def loaded(visits, path: str) -> Visit:
 @pytest.mark.parametrize("path", PAGES)
 def test_page_loads_without_errors(visits, path):
     visit = loaded(visits, path)
-    found = [p for p in problems(visit) if not p.startswith("request outside")]  # see offline test
+    found = [
+        p for p in problems(visit) if not p.startswith("request outside")
+    ]  # see offline test
     assert not found, f"{path}: {found}"
 
 
@@ -298,16 +370,24 @@ def test_page_works_offline(visits, path):
     visit = loaded(visits, path)
     assert not visit.external_requests, (
         f"{path} asked for resources outside the site (blocked; the book must work offline): "
-        f"{sorted(set(visit.external_requests))}")
+        f"{sorted(set(visit.external_requests))}"
+    )
     if visit.mathjax != "absent":
-        assert urllib.parse.urlparse(visit.mathjax_src).path.startswith("/_static/mathjax/"), (
-            f"{path} loads MathJax from {visit.mathjax_src}, not from the site's _static/mathjax")
+        assert urllib.parse.urlparse(visit.mathjax_src).path.startswith(
+            "/_static/mathjax/"
+        ), (
+            f"{path} loads MathJax from {visit.mathjax_src}, not from the site's _static/mathjax"
+        )
 
 
 @pytest.mark.parametrize("path", PAGES)
 def test_images_loaded(visits, path):
     visit = loaded(visits, path)
-    broken = [img["src"] for img in visit.info["images"] if not (img["complete"] and img["width"] > 0)]
+    broken = [
+        img["src"]
+        for img in visit.info["images"]
+        if not (img["complete"] and img["width"] > 0)
+    ]
     assert not broken, f"images on {path} that did not load: {broken}"
 
 
@@ -316,11 +396,19 @@ def test_math_typeset(visits, path):
     visit = loaded(visits, path)
     info = visit.info
     if info["math_elements"]:
-        assert visit.mathjax == "typeset", f"{path} has {info['math_elements']} formulas but MathJax: {visit.mathjax}"
+        assert visit.mathjax == "typeset", (
+            f"{path} has {info['math_elements']} formulas but MathJax: {visit.mathjax}"
+        )
         assert info["mjx_containers"] >= info["math_elements"]
-    assert not info["math_untypeset"], f"formulas MathJax left as TeX on {path}: {info['math_untypeset']}"
-    assert not info["mjx_errors"], f"TeX errors on {path}: {info['mjx_errors']}"
-    raw = sorted({m.group(0)[:60] for m in RAW_MATH.finditer(info["article_text"])})
+    assert not info["math_untypeset"], (
+        f"formulas MathJax left as TeX on {path}: {info['math_untypeset']}"
+    )
+    assert not info["mjx_errors"], (
+        f"TeX errors on {path}: {info['mjx_errors']}"
+    )
+    raw = sorted(
+        {m.group(0)[:60] for m in RAW_MATH.finditer(info["article_text"])}
+    )
     assert not raw, f"raw TeX left in the text of {path}: {raw}"
 
 
@@ -328,21 +416,32 @@ def test_math_typeset(visits, path):
 def test_display_formulas_fit_the_column(visits, path):
     visit = loaded(visits, path)
     wide = visit.info["wide_formulas"]
-    assert not wide, (f"display formulas on {path} wider than the text column at {VIEWPORT['width']}px "
-                      f"(the reader sees them cut off; split them over lines): {wide}")
+    assert not wide, (
+        f"display formulas on {path} wider than the text column at {VIEWPORT['width']}px "
+        f"(the reader sees them cut off; split them over lines): {wide}"
+    )
 
 
 @pytest.mark.parametrize("path", PAGES)
 def test_navigation_lists_every_toc_page(visits, path):
     visit = loaded(visits, path)
-    assert visit.info["nav_visible"], f"the left navigation is not shown on {path} at {VIEWPORT}"
-    in_nav = {urllib.parse.urlparse(link["href"]).path.lstrip("/"): link["text"] for link in visit.info["nav_links"]}
+    assert visit.info["nav_visible"], (
+        f"the left navigation is not shown on {path} at {VIEWPORT}"
+    )
+    in_nav = {
+        urllib.parse.urlparse(link["href"]).path.lstrip("/"): link["text"]
+        for link in visit.info["nav_links"]
+    }
     for doc in TOC_DOCS:
         target = f"{doc}.html"
-        assert target in in_nav, f"the navigation of {path} has no link to {target}; it has {sorted(in_nav)}"
+        assert target in in_nav, (
+            f"the navigation of {path} has no link to {target}; it has {sorted(in_nav)}"
+        )
         title = visits[target].info.get("title")
         if title:
-            assert in_nav[target] == title, f"{path}: nav says {in_nav[target]!r}, {target} is titled {title!r}"
+            assert in_nav[target] == title, (
+                f"{path}: nav says {in_nav[target]!r}, {target} is titled {title!r}"
+            )
 
 
 def test_site_root_opens_the_book(browser, server, visits):
@@ -355,7 +454,9 @@ def test_site_root_opens_the_book(browser, server, visits):
     finally:
         page.context.close()
     failed = visit.bad_responses + visit.external_requests
-    assert not failed, f"opening the site root, requests that failed or left the site: {failed}"
+    assert not failed, (
+        f"opening the site root, requests that failed or left the site: {failed}"
+    )
 
 
 # ----------------------------------------------------------------------------- search
@@ -364,31 +465,52 @@ def test_site_root_opens_the_book(browser, server, visits):
 def search_word(doc: str, visits) -> str:
     """The word of the page's title that the fewest other pages use (ties: the longest)."""
     visit = loaded(visits, f"{doc}.html")
-    texts = {p: v.info.get("article_text", "").lower() for p, v in visits.items() if p != f"{doc}.html"}
-    words = [w for w in re.findall(r"[a-z]{4,}", visit.info["title"].lower()) if w not in STOPWORDS]
-    if not words:  # a title without a usable word: fall back on the page's own long words
+    texts = {
+        p: v.info.get("article_text", "").lower()
+        for p, v in visits.items()
+        if p != f"{doc}.html"
+    }
+    words = [
+        w
+        for w in re.findall(r"[a-z]{4,}", visit.info["title"].lower())
+        if w not in STOPWORDS
+    ]
+    if (
+        not words
+    ):  # a title without a usable word: fall back on the page's own long words
         words = re.findall(r"[a-z]{7,}", visit.info["article_text"].lower())
     assert words, f"{doc}: no word to search for"
-    return min(words, key=lambda w: (sum(w in t for t in texts.values()), -len(w), w))
+    return min(
+        words, key=lambda w: (sum(w in t for t in texts.values()), -len(w), w)
+    )
 
 
 @pytest.mark.parametrize("doc", TOC_DOCS)
 def test_search_finds_page(browser, server, visits, doc):
     word = search_word(doc, visits)
-    visit, page = open_page(browser, server, f"search.html?q={urllib.parse.quote(word)}")
+    visit, page = open_page(
+        browser, server, f"search.html?q={urllib.parse.quote(word)}"
+    )
     try:
         assert not visit.error, visit.error
         page.wait_for_function(
-            "() => (document.querySelector('#search-results .search-summary') || {}).textContent")
+            "() => (document.querySelector('#search-results .search-summary') || {}).textContent"
+        )
         summary = page.text_content("#search-results .search-summary")
-        hits = page.eval_on_selector_all("#search-results ul.search li a", "links => links.map(a => a.href)")
+        hits = page.eval_on_selector_all(
+            "#search-results ul.search li a", "links => links.map(a => a.href)"
+        )
     finally:
         page.context.close()
     found = {urllib.parse.urlparse(h).path.lstrip("/") for h in hits}
-    assert f"{doc}.html" in found, f"searching {word!r}: {summary!r}; results {sorted(found)}"
+    assert f"{doc}.html" in found, (
+        f"searching {word!r}: {summary!r}; results {sorted(found)}"
+    )
     # The result snippets are fetched from the site (console errors: see the search.html tests).
     failed = visit.bad_responses + visit.external_requests
-    assert not failed, f"searching {word!r}, requests that failed or left the site: {failed}"
+    assert not failed, (
+        f"searching {word!r}, requests that failed or left the site: {failed}"
+    )
 
 
 # ----------------------------------------------------------------------------- internal links
@@ -405,10 +527,12 @@ class _Ids(html.parser.HTMLParser):
                 self.ids.add(value)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def fetch(url: str) -> tuple[int, frozenset[str]]:
     """HTTP status of a site URL and, for HTML, the ids it defines."""
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through a proxy
+    opener = urllib.request.build_opener(
+        urllib.request.ProxyHandler({})
+    )  # never through a proxy
     try:
         with opener.open(url, timeout=10) as response:
             body = response.read()

@@ -1,0 +1,138 @@
+"""Masks and the masked softmax: which keys a query may see.
+
+Chapter: "Attention scoring functions" (padding masks, the masked softmax);
+"The Transformer" adds the causal mask. Every attention module in the
+package masks through :func:`masked_softmax` (explicit path) or
+:func:`attention_mask` (fused path, :mod:`course_pkg.scoring`).
+
+Shape letters (see the package docstring): ``B`` batch, ``Q`` queries, ``K``
+key–value pairs.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from course_pkg.checks import check_tensor, check_valid_lens
+
+
+def sequence_mask(valid_lens: torch.Tensor, max_len: int) -> torch.Tensor:
+    """Boolean mask that is True where a position holds a real token.
+
+    Args:
+        valid_lens: (B,) or (B, Q) integer lengths.
+        max_len: K, the number of key positions.
+    Returns:
+        (B, 1, K) or (B, Q, K) bool tensor on valid_lens' device.
+    Raises:
+        TypeError: if valid_lens is not a tensor.
+        ValueError: if valid_lens is not 1-D or 2-D.
+    """
+    if not isinstance(valid_lens, torch.Tensor):
+        raise TypeError(
+            "valid_lens must be a torch.Tensor of shape (B,) or (B, Q), "
+            f"got {type(valid_lens).__name__}"
+        )
+    if valid_lens.dim() not in (1, 2):
+        raise ValueError(
+            "valid_lens must have shape (B,) or (B, Q), "
+            f"got {tuple(valid_lens.shape)}"
+        )
+    positions = torch.arange(max_len, device=valid_lens.device)
+    lens = valid_lens[:, None] if valid_lens.dim() == 1 else valid_lens
+    return positions < lens[..., None]  # (B, 1, K) or (B, Q, K)
+
+
+def causal_mask(
+    num_queries: int, num_keys: int, device: torch.device | str | None = None
+) -> torch.Tensor:
+    """Boolean mask that lets query i see keys 0..i + (K - Q), i.e. never a
+    later position.
+
+    When Q < K (decoding one step with a cache of past keys) the queries are
+    the *last* Q positions.
+
+    Args:
+        num_queries: Q.
+        num_keys: K, with K >= Q.
+        device: where to build the mask.
+    Returns:
+        (1, Q, K) bool tensor.
+    Raises:
+        ValueError: if K < Q.
+    """
+    if num_keys < num_queries:
+        raise ValueError(
+            f"a causal mask needs K >= Q, got Q={num_queries}, K={num_keys}"
+        )
+    query_pos = torch.arange(num_queries, device=device)[:, None] + (
+        num_keys - num_queries
+    )
+    key_pos = torch.arange(num_keys, device=device)[None, :]
+    return (key_pos <= query_pos)[None]
+
+
+def attention_mask(
+    valid_lens: torch.Tensor | None,
+    num_queries: int,
+    num_keys: int,
+    causal: bool,
+    device: torch.device,
+) -> torch.Tensor | None:
+    """Combine a padding mask and a causal mask (True = may attend).
+
+    Args:
+        valid_lens: None, (B,) or (B, Q) numbers of valid keys.
+        num_queries: Q. num_keys: K. causal: also hide later keys.
+        device: the scores' device (lengths kept on the CPU are moved).
+    Returns:
+        None when nothing is masked, else a bool tensor broadcastable to
+        (B, Q, K).
+    """
+    if valid_lens is not None and valid_lens.device != device:
+        # lengths are often kept on the CPU next to GPU scores
+        valid_lens = valid_lens.to(device)
+    mask = None if valid_lens is None else sequence_mask(valid_lens, num_keys)
+    if causal:
+        no_future = causal_mask(num_queries, num_keys, device)
+        mask = no_future if mask is None else mask & no_future
+    return mask
+
+
+def masked_softmax(
+    X: torch.Tensor,
+    valid_lens: torch.Tensor | None = None,
+    causal: bool = False,
+) -> torch.Tensor:
+    """Softmax over the last axis that gives weight 0 to masked key positions.
+
+    A row with no valid position returns all zeros (never NaN), so a padded
+    query contributes nothing.
+
+    Args:
+        X: (B, Q, K) scores.
+        valid_lens: None, (B,) one length per example, or (B, Q) one per query.
+        causal: also hide keys that come after each query (see
+            :func:`causal_mask`).
+    Returns:
+        (B, Q, K) weights; each row sums to 1 over its valid positions, or is
+        all 0.
+    Raises:
+        TypeError: if X or valid_lens is not a tensor, or valid_lens is not
+            integer.
+        ValueError: if X is not 3-D or valid_lens does not fit it (see
+            :mod:`course_pkg.checks`).
+    """
+    check_tensor("X", X, 3, "(B, Q, K)")
+    batch_size, num_queries, num_keys = X.shape
+    check_valid_lens(
+        "valid_lens", valid_lens, batch_size, num_keys, num_queries=num_queries
+    )
+    mask = attention_mask(valid_lens, num_queries, num_keys, causal, X.device)
+    if mask is None:
+        return F.softmax(X, dim=-1)
+    # The most negative finite number, not -inf: a fully masked row then stays
+    # finite, and the multiplication below turns it into zeros.
+    X = X.masked_fill(~mask, torch.finfo(X.dtype).min)
+    return F.softmax(X, dim=-1) * mask

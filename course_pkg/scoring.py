@@ -1,0 +1,296 @@
+"""Attention scoring functions: additive, scaled dot-product and Luong.
+
+Chapter: "Attention scoring functions". Each layer scores every query
+against every key, turns the scores into weights with
+:func:`course_pkg.masks.masked_softmax`, and returns the weighted sum of the
+values (:class:`ScoredAttention`). :class:`DotProductAttention` also has a fused path
+(:func:`fused_attention`, PyTorch's ``scaled_dot_product_attention``) that
+never stores the weights.
+
+Shape letters (see the package docstring): ``B`` batch, ``Q`` queries, ``K``
+key–value pairs; ``d_q``, ``d_k``, ``d_v`` the widths of queries, keys and
+values.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from course_pkg.checks import check_attention_inputs, check_last_dim
+from course_pkg.masks import attention_mask, masked_softmax
+
+
+class ScoredAttention(nn.Module):
+    """Attention from a score function: the weights are the masked softmax
+    of ``scores(queries, keys)``, the output their average of the values.
+
+    Subclasses define :meth:`scores`; :class:`AdditiveAttention` and
+    :class:`LuongAttention` are two.
+
+    Args:
+        query_size: d_q. key_size: d_k.
+        dropout: dropout probability on the attention weights.
+    Attributes:
+        attention_weights: (B, Q, K) weights of the last forward call.
+    """
+
+    def __init__(self, query_size: int, key_size: int, dropout: float):
+        super().__init__()
+        self.query_size, self.key_size = query_size, key_size
+        self.dropout = nn.Dropout(dropout)
+        self.attention_weights: torch.Tensor | None = None
+
+    def scores(
+        self, queries: torch.Tensor, keys: torch.Tensor
+    ) -> torch.Tensor:  # pragma: no cover - abstract
+        """Unnormalised scores: queries (B, Q, d_q), keys (B, K, d_k) ->
+        (B, Q, K)."""
+        raise NotImplementedError
+
+    def forward(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        valid_lens: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Attend.
+
+        Args:
+            queries: (B, Q, d_q). keys: (B, K, d_k). values: (B, K, d_v).
+            valid_lens: None, (B,) or (B, Q) numbers of valid keys.
+        Returns:
+            (B, Q, d_v).
+        Raises:
+            TypeError, ValueError: on inputs that do not fit each other or
+                the layer (see :func:`course_pkg.checks.check_attention_inputs`).
+        """
+        check_attention_inputs(
+            queries,
+            keys,
+            values,
+            valid_lens,
+            query_size=self.query_size,
+            key_size=self.key_size,
+        )
+        self.attention_weights = masked_softmax(
+            self.scores(queries, keys), valid_lens
+        )
+        return torch.bmm(self.dropout(self.attention_weights), values)
+
+
+class AdditiveAttention(ScoredAttention):
+    """Additive (Bahdanau) attention: score(q, k) = w_v^T tanh(W_q q + W_k k).
+
+    Args:
+        num_hiddens: the width of the hidden layer inside the score.
+        dropout: dropout probability on the attention weights.
+        query_size: d_q (default num_hiddens).
+        key_size: d_k (default num_hiddens).
+    """
+
+    def __init__(
+        self,
+        num_hiddens: int,
+        dropout: float,
+        *,
+        query_size: int | None = None,
+        key_size: int | None = None,
+    ):
+        super().__init__(
+            query_size or num_hiddens, key_size or num_hiddens, dropout
+        )
+        self.W_k = nn.Linear(self.key_size, num_hiddens, bias=False)
+        self.W_q = nn.Linear(self.query_size, num_hiddens, bias=False)
+        self.w_v = nn.Linear(num_hiddens, 1, bias=False)
+
+    def scores(
+        self, queries: torch.Tensor, keys: torch.Tensor
+    ) -> torch.Tensor:
+        """queries (B, Q, d_q), keys (B, K, d_k) -> (B, Q, K) scores."""
+        features = torch.tanh(
+            self.W_q(queries).unsqueeze(2) + self.W_k(keys).unsqueeze(1)
+        )  # (B, Q, K, num_hiddens)
+        return self.w_v(features).squeeze(-1)
+
+
+class DotProductAttention(nn.Module):
+    """Scaled dot-product attention: softmax(Q K^T / sqrt(d)) V.
+
+    Two paths give the same numbers (within 1e-5 in float32). With
+    ``need_weights=True`` (default) the weights are computed explicitly and
+    kept in ``attention_weights`` for plots; with ``need_weights=False`` the
+    fused :func:`fused_attention` is used, which never stores the (B, Q, K)
+    matrix and is faster, and ``attention_weights`` is None.
+
+    Args:
+        dropout: dropout probability on the attention weights.
+    Attributes:
+        attention_weights: (B, Q, K) weights of the last forward call, or None
+            after a fused call.
+    """
+
+    def __init__(self, dropout: float = 0.0):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.attention_weights: torch.Tensor | None = None
+
+    def forward(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        valid_lens: torch.Tensor | None = None,
+        *,
+        causal: bool = False,
+        need_weights: bool = True,
+    ) -> torch.Tensor:
+        """Attend.
+
+        Args:
+            queries: (B, Q, d).
+            keys: (B, K, d).
+            values: (B, K, d_v).
+            valid_lens: None, (B,) or (B, Q) numbers of valid keys.
+            causal: hide keys after each query (see
+                :func:`course_pkg.masks.causal_mask`).
+            need_weights: compute and keep the weights (explicit path) or not
+                (fused path).
+        Returns:
+            (B, Q, d_v).
+        Raises:
+            TypeError, ValueError: on inputs that do not fit each other, or
+                causal with K < Q.
+        """
+        check_attention_inputs(queries, keys, values, valid_lens)
+        check_last_dim(
+            "keys", keys, queries.shape[-1], "(B, K, d) with d that of queries"
+        )
+        num_queries, d = queries.shape[1:]
+        num_keys = keys.shape[1]
+        if causal and num_keys < num_queries:
+            raise ValueError(
+                f"causal attention needs K >= Q, got Q={num_queries}, "
+                f"K={num_keys}"
+            )
+        if need_weights:
+            scores = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(
+                d
+            )  # (B, Q, K)
+            self.attention_weights = masked_softmax(scores, valid_lens, causal)
+            return torch.bmm(self.dropout(self.attention_weights), values)
+        self.attention_weights = None
+        return fused_attention(
+            queries,
+            keys,
+            values,
+            valid_lens,
+            causal,
+            self.dropout.p if self.training else 0.0,
+        )
+
+
+def fused_attention(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    valid_lens: torch.Tensor | None,
+    causal: bool,
+    dropout_p: float,
+) -> torch.Tensor:
+    """Scaled dot-product attention through ``F.scaled_dot_product_attention``,
+    with the masks of :func:`course_pkg.masks.masked_softmax`.
+
+    Args:
+        queries: (B, Q, d) or (B, H, Q, d) (heads kept as their own axis).
+        keys: (B, K, d) or (B, H, K, d).
+        values: (B, K, d_v) or (B, H, K, d_v).
+        valid_lens: None, (B,) or (B, Q); the same lengths serve every head.
+        causal: hide later keys.
+        dropout_p: dropout on the weights (0 in eval).
+    Returns:
+        (B, Q, d_v) or (B, H, Q, d_v); a query with no valid key gets zeros, as
+        in :func:`course_pkg.masks.masked_softmax`.
+    """
+    num_queries, num_keys = queries.shape[-2], keys.shape[-2]
+    if valid_lens is None and (not causal or num_queries == num_keys):
+        # No explicit mask lets torch pick its fastest kernel.
+        return F.scaled_dot_product_attention(
+            queries, keys, values, dropout_p=dropout_p, is_causal=causal
+        )
+    mask = attention_mask(
+        valid_lens, num_queries, num_keys, causal, queries.device
+    )
+    mask = mask.expand(queries.shape[0], num_queries, num_keys)
+    has_any = mask.any(dim=-1, keepdim=True)  # (B, Q, 1)
+    if queries.dim() == 4:  # broadcast over the heads
+        mask, has_any = mask[:, None], has_any[:, None]
+    # A row with nothing valid would make the fused kernel return NaN: let it
+    # see everything, then zero its output.
+    out = F.scaled_dot_product_attention(
+        queries, keys, values, attn_mask=mask | ~has_any, dropout_p=dropout_p
+    )
+    return out * has_any
+
+
+class LuongAttention(ScoredAttention):
+    """Luong et al. (2015) scores: ``dot`` q·k, ``general`` q^T W k, ``concat``
+    v^T tanh(W [q; k]).
+
+    Args:
+        score: "dot", "general" or "concat".
+        query_size: d_q.
+        key_size: d_k (must equal d_q for "dot").
+        num_hiddens: hidden width of "concat" (default d_q).
+        dropout: dropout probability on the weights.
+    Raises:
+        ValueError: on an unknown score, or "dot" with d_q != d_k.
+    """
+
+    def __init__(
+        self,
+        score: str,
+        query_size: int,
+        key_size: int,
+        num_hiddens: int | None = None,
+        dropout: float = 0.0,
+    ):
+        if score not in ("dot", "general", "concat"):
+            raise ValueError(
+                f"score must be 'dot', 'general' or 'concat', got {score!r}"
+            )
+        if score == "dot" and query_size != key_size:
+            raise ValueError(
+                "score='dot' needs query_size == key_size, "
+                f"got {query_size} and {key_size}"
+            )
+        super().__init__(query_size, key_size, dropout)
+        self.score = score
+        if score == "general":
+            self.W = nn.Linear(key_size, query_size, bias=False)
+        elif score == "concat":
+            hidden = num_hiddens or query_size
+            self.W = nn.Linear(query_size + key_size, hidden, bias=False)
+            self.v = nn.Linear(hidden, 1, bias=False)
+
+    def scores(
+        self, queries: torch.Tensor, keys: torch.Tensor
+    ) -> torch.Tensor:
+        """queries (B, Q, d_q), keys (B, K, d_k) -> (B, Q, K) scores."""
+        if self.score == "dot":
+            return torch.bmm(queries, keys.transpose(1, 2))
+        if self.score == "general":
+            return torch.bmm(queries, self.W(keys).transpose(1, 2))
+        num_queries, num_keys = queries.shape[1], keys.shape[1]
+        pairs = torch.cat(
+            [
+                queries.unsqueeze(2).expand(-1, -1, num_keys, -1),
+                keys.unsqueeze(1).expand(-1, num_queries, -1, -1),
+            ],
+            dim=-1,
+        )  # (B, Q, K, d_q + d_k)
+        return self.v(torch.tanh(self.W(pairs))).squeeze(-1)

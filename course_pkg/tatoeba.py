@@ -1,0 +1,153 @@
+"""The real English–French pairs: Tatoeba, as packaged by manythings.org and
+d2l.
+
+The chapters train on the generated corpus (:mod:`course_pkg.corpus`); this
+loader is for readers who want the real data. It downloads on demand (once,
+checked by SHA-1) and normalises the pairs like the generated ones, so the
+rest of the pipeline (:mod:`course_pkg.data`) serves both.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import pathlib
+import urllib.error
+import urllib.parse
+import urllib.request
+import zipfile
+from collections.abc import Iterable
+from typing import BinaryIO
+
+from course_pkg.data import Pair, normalise
+from course_pkg.files import write_atomically
+
+FRA_ENG_URL = "http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip"
+FRA_ENG_SHA1 = "94646ad1522d915e7b0f9296181140edcf86a4f5"
+
+
+def load_tatoeba(
+    path: str | os.PathLike, max_examples: int | None = None
+) -> list[Pair]:
+    """Read tab-separated sentence pairs (English, a tab, French, optionally a tab and an attribution).
+
+    Args:
+        path: a UTF-8 text file in the Tatoeba/manythings format, e.g. d2l's ``fra-eng/fra.txt``.
+        max_examples: keep only the first that many pairs (all if None).
+    Returns:
+        (english, french) pairs in the normal form of :func:`course_pkg.data.preprocess_nmt` (single spaces, no
+        spaces at the ends). Blank lines are skipped.
+    Raises:
+        ValueError: if max_examples is negative or a non-blank line has no tab.
+    """
+    if max_examples is not None and max_examples < 0:
+        raise ValueError(
+            f"max_examples must be None or >= 0, got {max_examples}"
+        )
+    pairs: list[Pair] = []
+    with open(path, encoding="utf-8") as lines:
+        for line_number, line in enumerate(lines, start=1):
+            if max_examples is not None and len(pairs) >= max_examples:
+                break
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                continue
+            fields = line.split("\t")
+            if len(fields) < 2:
+                raise ValueError(
+                    f"{path}, line {line_number}: expected 'english<TAB>french', got {line!r}"
+                )
+            pairs.append((normalise(fields[0]), normalise(fields[1])))
+    return pairs
+
+
+def _sha1(path: pathlib.Path) -> str:
+    digest = hashlib.sha1()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _copy_checked(
+    chunks: Iterable[bytes], sha1: str | None, handle: BinaryIO
+) -> None:
+    """Write chunks to handle; refuse them (ValueError) if their sha1 is not sha1."""
+    digest = hashlib.sha1()
+    for chunk in chunks:
+        digest.update(chunk)
+        handle.write(chunk)
+    if sha1 is not None and digest.hexdigest() != sha1:
+        raise ValueError(
+            f"sha1 of the download is {digest.hexdigest()}, expected sha1={sha1}"
+        )
+
+
+def _checked_chunks(response) -> Iterable[bytes]:
+    """The body of an HTTP response in blocks, refusing one shorter than its Content-Length."""
+    expected = response.headers.get("Content-Length")
+    received = 0
+    for chunk in iter(lambda: response.read(1 << 20), b""):
+        received += len(chunk)
+        yield chunk
+    if expected is not None and received != int(expected):
+        raise urllib.error.ContentTooShortError(
+            f"download cut short: {received} of {expected} bytes", None
+        )
+
+
+def download_fra_eng(
+    cache_dir: str | os.PathLike,
+    url: str = FRA_ENG_URL,
+    sha1: str = FRA_ENG_SHA1,
+    timeout: float = 30,
+) -> pathlib.Path:
+    """Download (once) and extract d2l's English–French zip; return the path of ``fra-eng/fra.txt``.
+
+    A zip already in cache_dir whose sha1 matches is used without touching the network. Files are
+    written to a temporary file in cache_dir and renamed into place, so no partial file is left
+    behind by a failed or interrupted download.
+
+    Args:
+        cache_dir: folder for the zip and the extracted text (created if missing).
+        url: where to download the zip from (an ``http(s)://`` or ``file://`` URL).
+        sha1: expected SHA-1 hex digest of the zip.
+        timeout: seconds to wait for the server.
+    Returns:
+        Path of the extracted ``<cache_dir>/fra-eng/fra.txt``.
+    Raises:
+        ValueError: if the downloaded file's sha1 differs from sha1 (nothing is kept).
+        urllib.error.URLError, OSError: if the download fails or is cut short (nothing is kept).
+        KeyError: if the zip holds no ``fra-eng/fra.txt``.
+    """
+    cache_dir = pathlib.Path(cache_dir)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    zip_path = cache_dir / (
+        pathlib.PurePosixPath(urllib.parse.urlparse(url).path).name
+        or "fra-eng.zip"
+    )
+    text_path = cache_dir / "fra-eng" / "fra.txt"
+    if zip_path.is_file() and _sha1(zip_path) == sha1:
+        if text_path.is_file():
+            return text_path
+    else:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            write_atomically(
+                zip_path,
+                functools.partial(
+                    _copy_checked, _checked_chunks(response), sha1
+                ),
+            )
+    text_path.parent.mkdir(exist_ok=True)
+    with (
+        zipfile.ZipFile(zip_path) as archive,
+        archive.open("fra-eng/fra.txt") as member,
+    ):
+        write_atomically(
+            text_path,
+            functools.partial(
+                _copy_checked, iter(lambda: member.read(1 << 20), b""), None
+            ),
+        )
+    return text_path

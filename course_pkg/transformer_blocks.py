@@ -1,0 +1,262 @@
+"""The Transformer's building blocks: FFN, AddNorm, encoder and decoder block.
+
+Chapter: "The Transformer". Post-norm blocks as in the paper (and in d2l):
+every sublayer is followed by ``AddNorm``, i.e.
+``LayerNorm(X + dropout(sublayer(X)))``; the feed-forward network uses ReLU.
+Names and constructor arguments follow d2l, without its lazy layers. The
+stacks and the model that use these blocks are in :mod:`course_pkg.transformer`.
+
+Shape letters (see the package docstring): ``B`` batch, ``T`` source length,
+``Q`` target positions fed in one call (the queries), ``t`` target positions
+fed so far (cached ones included), ``D`` width, ``H`` heads.
+
+The decoder's key/value cache. Under a causal mask a past position never
+looks at a later one, so its keys and values in every block stay the same as
+the target grows. :class:`DecoderState` therefore holds, per block, the
+projected self-attention keys and values of the t positions fed so far and
+the projected encoder outputs (which never change), plus ``offset``, the
+number of positions fed, where the positional encoding resumes. Feeding a
+target one token at a time then costs one position per step, and gives the
+same scores as one call on the whole prefix.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from course_pkg.attention import KVCache, MultiHeadAttention
+
+
+class PositionWiseFFN(nn.Module):
+    """The same two-layer MLP at every position: dense2(ReLU(dense1(X))).
+
+    Args:
+        ffn_num_hiddens: width of the hidden layer.
+        ffn_num_outputs: output width (D in a block).
+        input_size: input width (default ffn_num_outputs, as inside a
+            Transformer block).
+    """
+
+    def __init__(
+        self,
+        ffn_num_hiddens: int,
+        ffn_num_outputs: int,
+        *,
+        input_size: int | None = None,
+    ):
+        super().__init__()
+        self.input_size = input_size or ffn_num_outputs
+        self.dense1 = nn.Linear(self.input_size, ffn_num_hiddens)
+        self.relu = nn.ReLU()
+        self.dense2 = nn.Linear(ffn_num_hiddens, ffn_num_outputs)
+
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        """X (B, T, input_size) -> (B, T, ffn_num_outputs).
+
+        Raises ValueError if X's last dimension is not input_size.
+        """
+        if X.shape[-1] != self.input_size:
+            raise ValueError(
+                f"X must have shape (..., {self.input_size}), "
+                f"got {tuple(X.shape)}"
+            )
+        return self.dense2(self.relu(self.dense1(X)))
+
+
+class AddNorm(nn.Module):
+    """Residual connection then layer norm: LayerNorm(X + dropout(Y)).
+
+    Args:
+        norm_shape: the normalised shape, D for a Transformer.
+        dropout: on the sublayer output Y.
+    """
+
+    def __init__(self, norm_shape: int | tuple[int, ...], dropout: float):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.ln = nn.LayerNorm(norm_shape)
+
+    def forward(self, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
+        """X (B, T, D) a sublayer's input, Y (B, T, D) its output -> (B, T, D).
+
+        Raises ValueError if X and Y differ in shape.
+        """
+        if X.shape != Y.shape:
+            raise ValueError(
+                "X and Y must have the same shape, "
+                f"got {tuple(X.shape)} and {tuple(Y.shape)}"
+            )
+        return self.ln(X + self.dropout(Y))
+
+
+class TransformerEncoderBlock(nn.Module):
+    """Self-attention then the feed-forward network, each followed by AddNorm.
+
+    Args:
+        num_hiddens: D, divisible by num_heads.
+        ffn_num_hiddens: hidden width of the FFN. num_heads: H.
+        dropout: everywhere. use_bias: biases in the attention projections.
+    Raises:
+        ValueError: if num_hiddens is not divisible by num_heads.
+    """
+
+    def __init__(
+        self,
+        num_hiddens: int,
+        ffn_num_hiddens: int,
+        num_heads: int,
+        dropout: float,
+        use_bias: bool = False,
+    ):
+        super().__init__()
+        self.attention = MultiHeadAttention(
+            num_hiddens, num_heads, dropout, use_bias
+        )
+        self.addnorm1 = AddNorm(num_hiddens, dropout)
+        self.ffn = PositionWiseFFN(ffn_num_hiddens, num_hiddens)
+        self.addnorm2 = AddNorm(num_hiddens, dropout)
+
+    def forward(
+        self,
+        X: torch.Tensor,
+        valid_lens: torch.Tensor | None = None,
+        *,
+        need_weights: bool = True,
+    ) -> torch.Tensor:
+        """X (B, T, D), valid_lens None or (B,) -> (B, T, D).
+
+        need_weights=False takes the fused attention path.
+        """
+        Y = self.addnorm1(
+            X, self.attention(X, X, X, valid_lens, need_weights=need_weights)
+        )
+        return self.addnorm2(Y, self.ffn(Y))
+
+
+class BlockCache(NamedTuple):
+    """What one decoder block keeps between calls.
+
+    ``self_attention`` holds the keys and values of the t target positions
+    fed so far, (B, t, D) each; ``cross_attention`` the projected encoder
+    outputs, (B, T, D) each.
+    """
+
+    self_attention: KVCache
+    cross_attention: KVCache
+
+
+class DecoderState(NamedTuple):
+    """The state a :class:`course_pkg.transformer.TransformerDecoder` passes
+    from one call to the next.
+
+    ``enc_outputs`` (B, T, D) are the encoder outputs, ``enc_valid_lens``
+    None or (B,) the source lengths, ``caches`` one :class:`BlockCache` per
+    block (None before the first call), and ``offset`` the number t of
+    target positions fed so far.
+    """
+
+    enc_outputs: torch.Tensor
+    enc_valid_lens: torch.Tensor | None
+    caches: tuple[BlockCache | None, ...]
+    offset: int
+
+
+class TransformerDecoderBlock(nn.Module):
+    """Masked self-attention, cross-attention, FFN; each followed by AddNorm.
+
+    Args:
+        num_hiddens: D. ffn_num_hiddens: FFN width. num_heads: H.
+        dropout: everywhere.
+        i: this block's index in the decoder, i.e. which entry of
+            ``state.caches`` is its own.
+        use_bias: biases in the attention projections.
+    Raises:
+        ValueError: if num_hiddens is not divisible by num_heads.
+    """
+
+    def __init__(
+        self,
+        num_hiddens: int,
+        ffn_num_hiddens: int,
+        num_heads: int,
+        dropout: float,
+        i: int,
+        use_bias: bool = False,
+    ):
+        super().__init__()
+        self.i = i
+        self.attention1 = MultiHeadAttention(
+            num_hiddens, num_heads, dropout, use_bias
+        )
+        self.addnorm1 = AddNorm(num_hiddens, dropout)
+        self.attention2 = MultiHeadAttention(
+            num_hiddens, num_heads, dropout, use_bias
+        )
+        self.addnorm2 = AddNorm(num_hiddens, dropout)
+        self.ffn = PositionWiseFFN(ffn_num_hiddens, num_hiddens)
+        self.addnorm3 = AddNorm(num_hiddens, dropout)
+
+    def forward(
+        self,
+        X: torch.Tensor,
+        state: DecoderState,
+        *,
+        tgt_valid_lens: torch.Tensor | None = None,
+        need_weights: bool = True,
+    ) -> tuple[torch.Tensor, DecoderState]:
+        """Decode Q new positions.
+
+        Args:
+            X: (B, Q, D) block inputs at the Q new positions.
+            state: from the decoder's ``init_state`` or the previous call
+                (see :class:`DecoderState`); ``state.caches[self.i]`` is this
+                block's.
+            tgt_valid_lens: None or (B,) numbers of real target tokens
+                counted from position 0, at most t.
+            need_weights: keep the attention weights (explicit path) or not
+                (fused path).
+        Returns:
+            (B, Q, D) and a new state whose cache for this block also holds
+            the new positions (the state given is not changed).
+        """
+        self_kv, cross_kv = self._caches(X, state)
+        Y = self.addnorm1(
+            X,
+            self.attention1.attend(
+                X,
+                self_kv,
+                tgt_valid_lens,
+                causal=True,
+                need_weights=need_weights,
+            ),
+        )
+        Z = self.addnorm2(
+            Y,
+            self.attention2.attend(
+                Y, cross_kv, state.enc_valid_lens, need_weights=need_weights
+            ),
+        )
+        caches = list(state.caches)
+        caches[self.i] = BlockCache(self_kv, cross_kv)
+        return self.addnorm3(Z, self.ffn(Z)), state._replace(
+            caches=tuple(caches)
+        )
+
+    def _caches(
+        self, X: torch.Tensor, state: DecoderState
+    ) -> tuple[KVCache, KVCache]:
+        """Self-attention keys/values of the t positions so far (the new X
+        appended) and the cross-attention's projected encoder outputs."""
+        cache = state.caches[self.i]
+        if cache is None:
+            enc_outputs = state.enc_outputs
+            return self.attention1.cache(X, X), self.attention2.cache(
+                enc_outputs, enc_outputs
+            )
+        return (
+            self.attention1.cache(X, X, past=cache.self_attention),
+            cache.cross_attention,
+        )
