@@ -1,7 +1,7 @@
 """BERT: a Transformer encoder pretrained by masked language modelling.
 
 Chapter: "Pretraining an encoder: BERT" (Devlin et al., 2019). The encoder
-reuses the post-norm :class:`~course_pkg.transformer.TransformerEncoderBlock`
+reuses the post-norm :class:`~course_pkg.transformer_blocks.TransformerEncoderBlock`
 of "The Transformer"; what is new is the input (token, segment and learned
 position embeddings, summed), the two pretraining heads and the masking of
 the inputs. Names and arguments follow d2l, without its lazy layers.

@@ -154,7 +154,7 @@ def tense_dataset(
 
     Args:
         vocab: from :func:`bert_vocab`. rows: ``(english, tense, mood)`` as
-            :func:`~course_pkg.data.english_sentence_labels` gives them.
+            :func:`~course_pkg.corpus.english_sentence_labels` gives them.
         num_steps: T.
     Returns:
         (tokens (N, T), segments (N, T), valid_lens (N,), labels (N,)).

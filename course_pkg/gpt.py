@@ -42,7 +42,7 @@ class GPTBlock(TransformerEncoderBlock):
     """An encoder block whose self-attention is causal, with a key/value cache.
 
     Same arguments and parameters as
-    :class:`course_pkg.transformer.TransformerEncoderBlock`; only
+    :class:`course_pkg.transformer_blocks.TransformerEncoderBlock`; only
     :meth:`forward` differs.
     """
 
