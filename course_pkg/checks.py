@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 
 
@@ -305,3 +306,13 @@ def check_positive_int(name: str, value: Any) -> None:
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if value < 1:
         raise ValueError(f"{name} must be >= 1, got {value}")
+
+
+def check_int(name: str, value: Any) -> None:
+    """Refuse anything but an int (bool excluded); NumPy integers pass.
+
+    Raises:
+        TypeError: if value is not an integer.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")

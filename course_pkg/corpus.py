@@ -10,11 +10,11 @@ code, the same for a given seed on every machine.
 
 from __future__ import annotations
 
-import collections
 import functools
 import random
 from collections.abc import Sequence
 
+from course_pkg.checks import check_int
 from course_pkg.corpus_grammar import (
     TENSES,
     Clause,
@@ -207,14 +207,18 @@ def english_french_corpus(
 
     Args:
         seed: seed of the random grammar.
-        num_pairs: number of distinct pairs in all (at least 10).
+        num_pairs: number of pairs in all (at least 10), no two with the same English sentence.
     Returns:
         (train, validation, test): lists of (english, french) strings in the normal form of
         :func:`course_pkg.data.preprocess_nmt` (lower case, tokens separated by single spaces); no pair and no
         English sentence is in two splits.
     Raises:
-        ValueError: if num_pairs < 10, or the grammar cannot produce that many distinct pairs.
+        TypeError: if seed or num_pairs is not an int.
+        ValueError: if num_pairs < 10, or the grammar cannot produce that many distinct English
+            sentences.
     """
+    check_int("seed", seed)
+    check_int("num_pairs", num_pairs)
     if num_pairs < 10:
         raise ValueError(f"num_pairs must be >= 10, got {num_pairs}")
     return tuple(list(split) for split in _generate_corpus(seed, num_pairs))
@@ -227,7 +231,10 @@ def _generate_corpus(
     rng = random.Random(seed)
     seen_clauses: set[Clause] = set()
     pairs: list[Pair] = []
-    seen_pairs: set[Pair] = set()
+    # One pair per English sentence: a second meaning that reads the same in English ("i read
+    # the newspapers": present or past) is dropped, so no English sentence has two translations
+    # or sits in two splits. A stream without such repeats is kept as it is.
+    seen_english: set[str] = set()
     for _ in range(
         20
     ):  # rounds: two meanings rarely give the same pair, so one round is the rule
@@ -244,14 +251,15 @@ def _generate_corpus(
         for pair in zip(
             _realize_all(clauses, "en"), _realize_all(clauses, "fr")
         ):
-            if pair not in seen_pairs:
-                seen_pairs.add(pair)
+            if pair[0] not in seen_english:
+                seen_english.add(pair[0])
                 pairs.append(pair)
         if len(pairs) == num_pairs:
             break
     if len(pairs) < num_pairs:
         raise ValueError(
-            f"the grammar gave only {len(pairs)} distinct pairs, fewer than num_pairs={num_pairs}"
+            f"the grammar gave only {len(pairs)} pairs with distinct English sentences, "
+            f"fewer than num_pairs={num_pairs}"
         )
     # Sampling order is already random; cutting it keeps the split a function of the seed.
     num_train, num_val = int(0.8 * num_pairs), int(0.1 * num_pairs)
@@ -273,9 +281,8 @@ def english_sentence_labels(
 
     The corpus keeps only the sentences, not the meanings drawn to write them. This replays the
     same stream of meanings (``random.Random(seed)``, the same grammar) and writes each in English
-    until every pair of the corpus is found; a pair's labels are those of the first meaning that
-    wrote it, as the corpus keeps the first. An English sentence that two pairs share ("i read
-    the book": present or past) is told apart by writing its meanings in French too.
+    until every sentence of the corpus is found; a sentence's labels are those of the first
+    meaning that wrote it, as the corpus keeps the first pair of each English sentence.
 
     Args:
         seed, num_pairs: as in :func:`english_french_corpus`.
@@ -284,18 +291,10 @@ def english_sentence_labels(
         ``(english, tense, mood)`` with tense in {"present", "past", "future"} and mood in
         {"statement", "negation", "question"}.
     Raises:
-        ValueError: as :func:`english_french_corpus`.
+        TypeError, ValueError: as :func:`english_french_corpus`.
     """
     splits = english_french_corpus(seed, num_pairs)
-    counts = collections.Counter(
-        english for split in splits for english, _ in split
-    )
-    # A sentence no other pair shares is its own key; a shared one is keyed with its French.
-    wanted = {
-        english if counts[english] == 1 else (english, french)
-        for split in splits
-        for english, french in split
-    }
+    wanted = {english for split in splits for english, _ in split}
     rng, labels, seen = random.Random(seed), {}, set()
     while not wanted <= labels.keys():
         clauses = []
@@ -310,16 +309,8 @@ def english_sentence_labels(
             raise RuntimeError(
                 f"the meanings of seed={seed} ran out before every pair was found"
             )
-        english = _realize_all(clauses, "en")
-        shared = [
-            i for i, sentence in enumerate(english) if counts[sentence] > 1
-        ]
-        french = dict(
-            zip(shared, _realize_all([clauses[i] for i in shared], "fr"))
-        )
-        for i, (clause, sentence) in enumerate(zip(clauses, english)):
-            key = (sentence, french[i]) if i in french else sentence
-            if key in wanted and key not in labels:
+        for clause, sentence in zip(clauses, _realize_all(clauses, "en")):
+            if sentence in wanted and sentence not in labels:
                 mood = (
                     "negation"
                     if clause.negated
@@ -327,16 +318,8 @@ def english_sentence_labels(
                     if clause.question
                     else "statement"
                 )
-                labels[key] = (clause.tense, mood)
+                labels[sentence] = (clause.tense, mood)
     return tuple(
-        tuple(
-            (
-                english,
-                *labels[
-                    english if counts[english] == 1 else (english, french)
-                ],
-            )
-            for english, french in split
-        )
+        tuple((english, *labels[english]) for english, _ in split)
         for split in splits
     )
