@@ -15,7 +15,8 @@ Module                     What it holds (chapter)
 ``tatoeba``                the real Tatoeba pairs: download and loader
 ``encoder_decoder``        the interface every translation model implements
 ``seq2seq``                GRU encoder–decoder, Bahdanau decoder, settings
-``train``                  masked cross-entropy, training loop, checkpoints
+``train``                  masked cross-entropy, the training loop
+``checkpoint``             checkpoints verified before they are loaded
 ``decode``                 greedy decoding and beam search
 ``metrics``                sentence and corpus BLEU
 ``kernel_regression``      Nadaraya–Watson attention pooling

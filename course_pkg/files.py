@@ -14,6 +14,13 @@ from pathlib import Path
 from typing import BinaryIO
 
 
+def _umask() -> int:
+    """The process' umask (reading it means setting it: set it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_atomically(
     path: str | os.PathLike, write: Callable[[BinaryIO], None]
 ) -> None:
@@ -22,7 +29,8 @@ def write_atomically(
     The bytes go to a temporary file next to ``path``, are flushed to disk
     (fsync), and the file is renamed over ``path``. The rename is atomic on
     one file system, so ``path`` is either absent, the old file or the
-    complete new one. If ``write`` raises (for instance because a checksum
+    complete new one, with the mode ``open`` would give it (0666 less the
+    umask, e.g. 0644). If ``write`` raises (for instance because a checksum
     it computes is wrong), the temporary file is removed and ``path`` is
     untouched.
 
@@ -38,6 +46,9 @@ def write_atomically(
     )
     try:
         with os.fdopen(fd, "wb") as handle:
+            # mkstemp makes the file 0600; give it the mode open() would
+            # (0666 less the umask), as torch.save does.
+            os.fchmod(handle.fileno(), 0o666 & ~_umask())
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())

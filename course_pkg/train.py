@@ -1,4 +1,4 @@
-"""Training an encoder–decoder: masked loss, loop, checkpoints.
+"""Training an encoder–decoder: masked loss and loop (checkpoints: :mod:`course_pkg.checkpoint`).
 
 Chapters "The encoder–decoder architecture", "Bahdanau attention" and "The
 Transformer": the loop works for any model that follows the contract of
@@ -14,7 +14,6 @@ test holds it to that).
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Iterable
@@ -27,8 +26,17 @@ from torch import nn
 # The text bar: tqdm.auto warns in notebooks that lack ipywidgets.
 from tqdm import tqdm
 
-from course_pkg.checks import check_integer_dtype, check_tensor
-from course_pkg.files import write_atomically
+# Re-exported: checkpoints were written here before they got their module.
+from course_pkg.checkpoint import load_checkpoint as load_checkpoint
+from course_pkg.checkpoint import save_checkpoint as save_checkpoint
+from course_pkg.checks import (
+    check_float_dtype,
+    check_int,
+    check_integer_dtype,
+    check_positive_number,
+    check_range,
+    check_tensor,
+)
 
 # -------------------------------------------------------------------- the loss
 
@@ -50,22 +58,32 @@ def masked_cross_entropy(
         Scalar tensor: the sum of -log p(y) over non-pad positions divided by
         their number (0 if none).
     Raises:
-        TypeError: if Y_hat or Y is not a tensor, or Y is not integer.
-        ValueError: if the shapes are not (B, T, V) and (B, T).
+        TypeError: if Y_hat or Y is not a tensor, Y_hat is not floating
+            point, Y is not integer, or pad is not an int.
+        ValueError: if the shapes are not (B, T, V) and (B, T), or (on the
+            CPU) a non-pad target is outside [0, V).
     """
     check_tensor("Y_hat", Y_hat, 3, "(B, T, V)")
     check_tensor("Y", Y, 2, "(B, T)")
+    check_float_dtype("Y_hat", Y_hat)
     check_integer_dtype("Y", Y)
+    check_int("pad", pad)
     if tuple(Y.shape) != tuple(Y_hat.shape[:2]):
         raise ValueError(
             f"Y must have shape (B, T)={tuple(Y_hat.shape[:2])} to match "
             f"Y_hat, got {tuple(Y.shape)}"
         )
+    mask = Y != pad  # (B, T)
+    if Y.device.type == "cpu":
+        check_range(
+            "Y (outside pad positions)", Y[mask], 0, Y_hat.shape[-1] - 1
+        )
     # at least float32, also under bf16 autocast
     dtype = torch.promote_types(Y_hat.dtype, torch.float32)
     log_probs = F.log_softmax(Y_hat.to(dtype), dim=-1)
-    nll = -log_probs.gather(-1, Y.long().unsqueeze(-1)).squeeze(-1)  # (B, T)
-    mask = Y != pad  # (B, T)
+    # a pad id outside [0, V) (e.g. -100) is gathered as 0, then masked out
+    targets = Y.long().masked_fill(~mask, 0).unsqueeze(-1)
+    nll = -log_probs.gather(-1, targets).squeeze(-1)  # (B, T)
     # where (not a product) so an inf at a pad position cannot turn the sum
     # into NaN
     total = torch.where(mask, nll, torch.zeros_like(nll)).sum()
@@ -119,13 +137,19 @@ def train_seq2seq(
         ``tokens_per_s`` (non-pad target tokens per second) and ``num_tokens``.
         The model is left in eval mode.
     Raises:
-        ValueError: if num_epochs < 0, lr <= 0, or bf16 is asked for off CUDA.
+        TypeError: if num_epochs or the pad id is not an int, or lr or
+            grad_clip is not a number.
+        ValueError: if num_epochs < 0, lr or grad_clip is not finite and > 0,
+            or bf16 is asked for off CUDA.
     """
+    check_int("num_epochs", num_epochs)
     if num_epochs < 0:
         raise ValueError(f"num_epochs must be >= 0, got {num_epochs}")
-    if lr <= 0:
-        raise ValueError(f"lr must be > 0, got {lr}")
+    check_positive_number("lr", lr)
+    if grad_clip is not None:
+        check_positive_number("grad_clip", grad_clip)
     pad = getattr(tgt_vocab_or_pad, "pad", tgt_vocab_or_pad)
+    check_int("tgt_vocab_or_pad (or its .pad)", pad)
     device = _model_device(model) if device is None else torch.device(device)
     if bf16 and device.type != "cuda":
         raise ValueError(f"bf16=True needs a CUDA device, got {device}")
@@ -167,60 +191,3 @@ def train_seq2seq(
         "tokens_per_s": num_tokens / seconds if seconds > 0 else float("nan"),
         "num_tokens": num_tokens,
     }
-
-
-# ----------------------------------------------------------------- checkpoints
-
-
-def save_checkpoint(
-    path: str | os.PathLike,
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer | None = None,
-    **extra: Any,
-) -> None:
-    """Write model and optimizer state and ``extra`` to ``path``, atomically.
-
-    Written with :func:`course_pkg.files.write_atomically`, so a crash never
-    leaves a half-written checkpoint where a good one was.
-
-    Args:
-        path: destination file. model: its ``state_dict`` is saved. optimizer:
-            saved too if given.
-        extra: plain data to store with it (numbers, strings, lists, dicts,
-            tensors), e.g. settings.
-    """
-    payload = {
-        "model": model.state_dict(),
-        "optimizer": None if optimizer is None else optimizer.state_dict(),
-        "extra": extra,
-    }
-    write_atomically(path, lambda handle: torch.save(payload, handle))
-
-
-def load_checkpoint(
-    path: str | os.PathLike,
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer | None = None,
-    map_location: torch.device | str | None = None,
-) -> dict[str, Any]:
-    """Load a :func:`save_checkpoint` file into ``model`` (and ``optimizer``).
-
-    Loads with ``weights_only=True``: a checkpoint cannot run code.
-
-    Args:
-        path: the file. model: receives the saved state (strictly: every key
-            must match).
-        optimizer: receives the saved optimizer state if given. map_location:
-            as in ``torch.load``.
-    Returns:
-        The ``extra`` dict given to :func:`save_checkpoint`.
-    Raises:
-        ValueError: if an optimizer is given but the checkpoint holds none.
-    """
-    payload = torch.load(path, map_location=map_location, weights_only=True)
-    model.load_state_dict(payload["model"])
-    if optimizer is not None:
-        if payload["optimizer"] is None:
-            raise ValueError(f"{path} holds no optimizer state")
-        optimizer.load_state_dict(payload["optimizer"])
-    return payload["extra"]
