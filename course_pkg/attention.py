@@ -23,7 +23,11 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from course_pkg.checks import check_attention_inputs
+from course_pkg.checks import (
+    check_attention_inputs,
+    check_positive_int,
+    check_probability,
+)
 from course_pkg.scoring import DotProductAttention, fused_attention
 
 
@@ -90,7 +94,10 @@ class MultiHeadAttention(nn.Module):
         attention_weights: (B, H, Q, K) weights of the last forward call, or
             None after a fused call.
     Raises:
-        ValueError: if num_hiddens is not divisible by num_heads.
+        TypeError: if a width or num_heads is not an int, or dropout not a
+            number.
+        ValueError: if one is < 1, dropout is outside [0, 1), or num_hiddens
+            is not divisible by num_heads.
     """
 
     def __init__(
@@ -105,7 +112,17 @@ class MultiHeadAttention(nn.Module):
         value_size: int | None = None,
     ):
         super().__init__()
-        if num_heads <= 0 or num_hiddens % num_heads != 0:
+        check_positive_int("num_hiddens", num_hiddens)
+        check_positive_int("num_heads", num_heads)
+        check_probability("dropout", dropout)
+        for name, size in (
+            ("query_size", query_size),
+            ("key_size", key_size),
+            ("value_size", value_size),
+        ):
+            if size is not None:
+                check_positive_int(name, size)
+        if num_hiddens % num_heads != 0:
             raise ValueError(
                 f"num_hiddens ({num_hiddens}) must be divisible by "
                 f"num_heads ({num_heads})"
@@ -234,7 +251,7 @@ class MultiHeadAttention(nn.Module):
             queries, keys, values, valid_lens, causal=causal
         )
         self.attention_weights = self.attention.attention_weights.reshape(
-            batch_size, heads, num_queries, -1
+            batch_size, heads, num_queries, keys.shape[1]
         )
         return self.W_o(transpose_output(output, heads))  # (B, Q, D)
 
@@ -258,14 +275,25 @@ class MultiHeadAttention(nn.Module):
             key_size=width if projected else self.key_size,
             value_size=width if projected else self.value_size,
         )
+        weight = self.W_q.weight
+        if queries.dtype != weight.dtype and not torch.is_autocast_enabled(
+            queries.device.type
+        ):
+            raise TypeError(
+                f"queries must have the layer's dtype {weight.dtype}, "
+                f"got {queries.dtype}"
+            )
 
     def _split_heads(self, X: torch.Tensor) -> torch.Tensor:
         """(B, T, D) -> (B, H, T, D/H) as a view: the fused path copies
         nothing, which makes it as fast as ``torch.nn.MultiheadAttention``
         (bench/attention.py)."""
-        return X.view(X.shape[0], X.shape[1], self.num_heads, -1).transpose(
-            1, 2
-        )
+        head_width = (
+            self.num_hiddens // self.num_heads
+        )  # not -1: B or T may be 0
+        return X.view(
+            X.shape[0], X.shape[1], self.num_heads, head_width
+        ).transpose(1, 2)
 
 
 @torch.no_grad()

@@ -195,12 +195,14 @@ def check_qkv(queries: Any, keys: Any, values: Any) -> None:
     do not fit each other.
 
     Raises:
-        TypeError: if one is not a tensor.
+        TypeError: if one is not a tensor, is not floating point, or (outside
+            autocast) their dtypes differ.
         ValueError: if one is not 3-D, or B or K differ.
     """
     check_tensor("queries", queries, 3, "(B, Q, d_q)")
     check_tensor("keys", keys, 3, "(B, K, d_k)")
     check_tensor("values", values, 3, "(B, K, d_v)")
+    check_same_float_dtype(queries=queries, keys=keys, values=values)
     if not queries.shape[0] == keys.shape[0] == values.shape[0]:
         raise ValueError(
             "queries, keys and values must share the batch size B, got "
@@ -316,3 +318,43 @@ def check_int(name: str, value: Any) -> None:
     """
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+
+
+def check_probability(name: str, value: Any) -> None:
+    """Refuse anything but a number in [0, 1) (a dropout probability).
+
+    Raises:
+        TypeError: if value is not an int or float.
+        ValueError: if it is outside [0, 1).
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(
+            f"{name} must be a number in [0, 1), got {type(value).__name__}"
+        )
+    if not 0 <= value < 1:
+        raise ValueError(f"{name} must be in [0, 1), got {value}")
+
+
+def check_same_float_dtype(**tensors: torch.Tensor) -> None:
+    """Refuse tensors that are not floating point or, outside autocast, do
+    not share one dtype (torch's own error would not name them).
+
+    Under autocast, mixed float dtypes are normal (layer norms run in float32
+    between bfloat16 matrix products), so only the float check is made.
+
+    Args:
+        tensors: the tensors, by argument name.
+    Raises:
+        TypeError: if one is not floating point, or the dtypes differ.
+    """
+    for name, tensor in tensors.items():
+        check_float_dtype(name, tensor)
+    dtypes = {name: tensor.dtype for name, tensor in tensors.items()}
+    first = next(iter(tensors.values()))
+    if len(set(dtypes.values())) > 1 and not torch.is_autocast_enabled(
+        first.device.type
+    ):
+        listed = ", ".join(f"{n} {d}" for n, d in dtypes.items())
+        raise TypeError(
+            f"{', '.join(tensors)} must share one dtype, got {listed}"
+        )

@@ -136,3 +136,27 @@ def masked_softmax(
     # finite, and the multiplication below turns it into zeros.
     X = X.masked_fill(~mask, torch.finfo(X.dtype).min)
     return F.softmax(X, dim=-1) * mask
+
+
+def hide_unseen(X: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Zero the non-finite entries of keys or values that no query may see.
+
+    A weight of 0 times a NaN (or inf) value is NaN, so a NaN in padding
+    would otherwise reach every row; an infinite key in padding makes the
+    fused kernel's masked score ``inf - inf``. Finite entries are returned
+    bit for bit, so results on finite inputs do not change. A key that some
+    query sees is real data and is left as it is.
+
+    Args:
+        X: (B, K, d) or (B, H, K, d) keys or values.
+        mask: None, or (B, Q, K) / (1, Q, K) bool, True where a query may
+            attend (as from :func:`attention_mask`).
+    Returns:
+        X with the non-finite entries at keys no query sees replaced by 0.
+    """
+    if mask is None:
+        return X
+    seen = mask.any(dim=-2)  # (B, K) or (1, K)
+    if X.dim() == 4:
+        seen = seen[:, None]  # broadcast over the heads
+    return torch.where(seen[..., None] | torch.isfinite(X), X, 0.0)

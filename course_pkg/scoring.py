@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_pkg.checks import check_attention_inputs, check_last_dim
-from course_pkg.masks import attention_mask, masked_softmax
+from course_pkg.masks import attention_mask, hide_unseen, masked_softmax
 
 
 class ScoredAttention(nn.Module):
@@ -80,7 +80,12 @@ class ScoredAttention(nn.Module):
         self.attention_weights = masked_softmax(
             self.scores(queries, keys), valid_lens
         )
-        return torch.bmm(self.dropout(self.attention_weights), values)
+        mask = attention_mask(
+            valid_lens, queries.shape[1], keys.shape[1], False, values.device
+        )
+        return torch.bmm(
+            self.dropout(self.attention_weights), hide_unseen(values, mask)
+        )
 
 
 class AdditiveAttention(ScoredAttention):
@@ -182,7 +187,12 @@ class DotProductAttention(nn.Module):
                 d
             )  # (B, Q, K)
             self.attention_weights = masked_softmax(scores, valid_lens, causal)
-            return torch.bmm(self.dropout(self.attention_weights), values)
+            mask = attention_mask(
+                valid_lens, num_queries, num_keys, causal, values.device
+            )
+            return torch.bmm(
+                self.dropout(self.attention_weights), hide_unseen(values, mask)
+            )
         self.attention_weights = None
         return fused_attention(
             queries,
@@ -214,7 +224,9 @@ def fused_attention(
         dropout_p: dropout on the weights (0 in eval).
     Returns:
         (B, Q, d_v) or (B, H, Q, d_v); a query with no valid key gets zeros, as
-        in :func:`course_pkg.masks.masked_softmax`.
+        in :func:`course_pkg.masks.masked_softmax`, and non-finite keys or
+        values that no query may see do not reach the output
+        (:func:`course_pkg.masks.hide_unseen`).
     """
     num_queries, num_keys = queries.shape[-2], keys.shape[-2]
     if valid_lens is None and (not causal or num_queries == num_keys):
@@ -226,15 +238,18 @@ def fused_attention(
         valid_lens, num_queries, num_keys, causal, queries.device
     )
     mask = mask.expand(queries.shape[0], num_queries, num_keys)
+    # Non-finite keys or values in padding must not reach real rows.
+    keys, values = hide_unseen(keys, mask), hide_unseen(values, mask)
     has_any = mask.any(dim=-1, keepdim=True)  # (B, Q, 1)
     if queries.dim() == 4:  # broadcast over the heads
         mask, has_any = mask[:, None], has_any[:, None]
     # A row with nothing valid would make the fused kernel return NaN: let it
-    # see everything, then zero its output.
+    # see everything, then give it zeros; nan_to_num first, as 0 * NaN is NaN
+    # (the product keeps the zeros' signs those rows always had).
     out = F.scaled_dot_product_attention(
         queries, keys, values, attn_mask=mask | ~has_any, dropout_p=dropout_p
     )
-    return out * has_any
+    return torch.where(has_any, out, out.nan_to_num() * 0)
 
 
 class LuongAttention(ScoredAttention):
