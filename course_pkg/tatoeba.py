@@ -17,9 +17,11 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+import zlib
 from collections.abc import Iterable
 from typing import BinaryIO
 
+from course_pkg.checks import check_positive_number
 from course_pkg.data import Pair, normalise
 from course_pkg.files import write_atomically
 
@@ -84,6 +86,22 @@ def _copy_checked(
         )
 
 
+def _matches_member(text_path: pathlib.Path, zip_path: pathlib.Path) -> bool:
+    """Whether the extracted text has the size and CRC-32 its zip records (an
+    edited or emptied cached file does not, and is extracted again)."""
+    if not text_path.is_file():
+        return False
+    with zipfile.ZipFile(zip_path) as archive:
+        info = archive.getinfo("fra-eng/fra.txt")
+    if text_path.stat().st_size != info.file_size:
+        return False
+    crc = 0
+    with open(text_path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            crc = zlib.crc32(block, crc)
+    return crc == info.CRC
+
+
 def _checked_chunks(response) -> Iterable[bytes]:
     """The body of an HTTP response in blocks, refusing one shorter than its Content-Length."""
     expected = response.headers.get("Content-Length")
@@ -105,22 +123,38 @@ def download_fra_eng(
 ) -> pathlib.Path:
     """Download (once) and extract d2l's English–French zip; return the path of ``fra-eng/fra.txt``.
 
-    A zip already in cache_dir whose sha1 matches is used without touching the network. Files are
+    A zip already in cache_dir whose sha1 matches is used without touching the network; the
+    extracted text is checked against the size and CRC-32 the zip records, and extracted again
+    if it was edited or emptied. Files are
     written to a temporary file in cache_dir and renamed into place, so no partial file is left
     behind by a failed or interrupted download.
 
     Args:
         cache_dir: folder for the zip and the extracted text (created if missing).
         url: where to download the zip from (an ``http(s)://`` or ``file://`` URL).
-        sha1: expected SHA-1 hex digest of the zip.
+        sha1: expected SHA-1 hex digest of the zip, in either case. Required: verification
+            cannot be turned off.
         timeout: seconds to wait for the server.
     Returns:
         Path of the extracted ``<cache_dir>/fra-eng/fra.txt``.
     Raises:
-        ValueError: if the downloaded file's sha1 differs from sha1 (nothing is kept).
+        TypeError: if sha1 or url is not a str, or timeout not a number.
+        ValueError: if sha1 is not 40 hex digits, timeout is not > 0, or the downloaded file's
+            sha1 differs from sha1 (nothing is kept).
         urllib.error.URLError, OSError: if the download fails or is cut short (nothing is kept).
         KeyError: if the zip holds no ``fra-eng/fra.txt``.
     """
+    if not isinstance(sha1, str):
+        raise TypeError(
+            "sha1 must be the expected SHA-1 as a hex str (verification "
+            f"cannot be turned off), got {type(sha1).__name__}"
+        )
+    sha1 = sha1.lower()
+    if len(sha1) != 40 or any(c not in "0123456789abcdef" for c in sha1):
+        raise ValueError(f"sha1 must be 40 hex digits, got {sha1!r}")
+    if not isinstance(url, str):
+        raise TypeError(f"url must be a str, got {type(url).__name__}")
+    check_positive_number("timeout", timeout)
     cache_dir = pathlib.Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
     zip_path = cache_dir / (
@@ -129,7 +163,7 @@ def download_fra_eng(
     )
     text_path = cache_dir / "fra-eng" / "fra.txt"
     if zip_path.is_file() and _sha1(zip_path) == sha1:
-        if text_path.is_file():
+        if _matches_member(text_path, zip_path):
             return text_path
     else:
         with urllib.request.urlopen(url, timeout=timeout) as response:
