@@ -30,6 +30,8 @@ from torch.utils.data import (
     TensorDataset,
 )
 
+from course_pkg.checks import check_int, check_positive_int
+
 Pair = tuple[str, str]
 
 # ---------------------------------------------------------------------------------------------
@@ -131,7 +133,9 @@ class Vocab:
         min_freq: tokens seen fewer times are left out (and map to ``<unk>``).
         reserved_tokens: extra special tokens to add after the four above.
     Raises:
-        TypeError: if tokens is not a list or tuple.
+        TypeError: if tokens or reserved_tokens is not a list or tuple (a str
+            would be read as one token per character), or min_freq is not an
+            int.
     """
 
     def __init__(
@@ -143,6 +147,17 @@ class Vocab:
         if not isinstance(tokens, (list, tuple)):
             raise TypeError(
                 f"tokens must be a list of token lists or of tokens, got {type(tokens).__name__}"
+            )
+        if isinstance(reserved_tokens, str) or not isinstance(
+            reserved_tokens, (list, tuple, type(None))
+        ):
+            raise TypeError(
+                "reserved_tokens must be None or a list of str tokens, got "
+                f"{type(reserved_tokens).__name__}"
+            )
+        if isinstance(min_freq, bool) or not isinstance(min_freq, int):
+            raise TypeError(
+                f"min_freq must be an int, got {type(min_freq).__name__}"
             )
         if tokens and isinstance(tokens[0], (list, tuple)):
             tokens = [token for sentence in tokens for token in sentence]
@@ -190,6 +205,17 @@ class Vocab:
     pad, bos, eos, unk = 0, 1, 2, 3
 
 
+def _check_sentences(name: str, sentences: object) -> None:
+    """Refuse anything but a list/tuple of str (a str is not N sentences)."""
+    if not isinstance(sentences, (list, tuple)) or not all(
+        isinstance(sentence, str) for sentence in sentences
+    ):
+        raise TypeError(
+            f"{name} must be a list of str (one sentence each), got "
+            f"{type(sentences).__name__}"
+        )
+
+
 def truncate_pad(ids: Sequence[int], num_steps: int, pad: int) -> list[int]:
     """Cut ids to num_steps, or pad them to num_steps with pad.
 
@@ -200,6 +226,7 @@ def truncate_pad(ids: Sequence[int], num_steps: int, pad: int) -> list[int]:
     Raises:
         ValueError: if num_steps is negative.
     """
+    check_int("num_steps", num_steps)
     if num_steps < 0:
         raise ValueError(f"num_steps must be >= 0, got {num_steps}")
     ids = list(ids[:num_steps])
@@ -215,21 +242,21 @@ def source_array(
         sentences: N source strings in normal form. src_vocab: the source vocabulary.
         num_steps: T.
     Returns:
-        (src, src_valid_len): src (N, T) long; src_valid_len (N,) long, the number of non-pad
-        positions of each row. On the CPU.
+        (src, src_valid_len): src (N, T) long; src_valid_len (N,) long, the number of positions
+        of each row that hold its tokens and <eos> (not padding). On the CPU.
     Raises:
+        TypeError: if sentences is a str or not a list/tuple of str, or num_steps not an int.
         ValueError: if num_steps < 1.
     """
-    if num_steps < 1:
-        raise ValueError(f"num_steps must be >= 1, got {num_steps}")
-    rows = [
-        truncate_pad(
-            src_vocab[tokenize(s)] + [src_vocab.eos], num_steps, src_vocab.pad
-        )
-        for s in sentences
-    ]
+    _check_sentences("sentences", sentences)
+    check_positive_int("num_steps", num_steps)
+    ids = [src_vocab[tokenize(s)] + [src_vocab.eos] for s in sentences]
+    rows = [truncate_pad(row, num_steps, src_vocab.pad) for row in ids]
     src = torch.tensor(rows, dtype=torch.long).reshape(len(rows), num_steps)
-    return src, (src != src_vocab.pad).sum(dim=1)
+    # Counted from the lengths, not from the pad ids: a literal "<pad>" in a
+    # sentence must not shorten it and hide its <eos>.
+    valid_len = [min(len(row), num_steps) for row in ids]
+    return src, torch.tensor(valid_len, dtype=torch.long)
 
 
 def build_arrays(

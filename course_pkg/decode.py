@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_pkg.checks import (
+    check_int,
     check_positive_int,
     check_tensor,
     check_token_ids,
@@ -78,6 +79,7 @@ def greedy_decode(
             shape, num_steps < 1.
     """
     _check_src(src, src_valid_len)
+    _check_bos_eos(bos, eos)
     check_positive_int("num_steps", num_steps)
     batch_size = src.shape[0]
     with _eval_mode(model):
@@ -189,7 +191,9 @@ def _beam_search_one(
     """
     bos, eos, num_steps, beam_size, alpha = beam
     device = src.device
-    repeated_len = src_valid_len.expand(beam_size)
+    repeated_len = (
+        None if src_valid_len is None else src_valid_len.expand(beam_size)
+    )
     enc_all_outputs = model.encoder(src.expand(beam_size, -1), repeated_len)
     prefixes = torch.full(
         (beam_size, 1), bos, device=device
@@ -268,31 +272,38 @@ def beam_search(
     Args:
         model: an EncoderDecoder. src: (B, T_src) source ids (each row is
             searched on its own).
-        src_valid_len: (B,). bos, eos: target ids. num_steps: most tokens to
-            generate.
+        src_valid_len: (B,), or None (every source position is valid).
+            bos, eos: target ids. num_steps: most tokens to generate.
         beam_size: >= 1 (1 is greedy decoding). alpha:
             length-normalisation exponent (0: none).
     Returns:
         (B, S) long tokens, S <= num_steps, <eos>-filled after each row's first
-        <eos>.
+        <eos>; (0, 0) for an empty batch.
     Raises:
         TypeError/ValueError: on src/src_valid_len of the wrong type or shape,
-            num_steps < 1, beam_size < 1, alpha < 0.
+            bos/eos not ints, num_steps < 1, beam_size < 1, alpha not a
+            finite number >= 0.
     """
     _check_src(src, src_valid_len)
+    _check_bos_eos(bos, eos)
     check_positive_int("num_steps", num_steps)
     check_positive_int("beam_size", beam_size)
-    if alpha < 0:
-        raise ValueError(f"alpha must be >= 0, got {alpha}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+        raise TypeError(f"alpha must be a number, got {type(alpha).__name__}")
+    if not 0 <= alpha < math.inf:
+        raise ValueError(f"alpha must be finite and >= 0, got {alpha}")
     beam = _Beam(bos, eos, num_steps, beam_size, alpha)
     with _eval_mode(model):
         hypotheses = [
             _beam_search_one(
-                model, src[b : b + 1], src_valid_len[b : b + 1], beam
+                model,
+                src[b : b + 1],
+                None if src_valid_len is None else src_valid_len[b : b + 1],
+                beam,
             )
             for b in range(src.shape[0])
         ]
-    width = max(len(ids) for ids in hypotheses)
+    width = max((len(ids) for ids in hypotheses), default=0)
     rows = [ids + [eos] * (width - len(ids)) for ids in hypotheses]
     return torch.tensor(rows, dtype=torch.long, device=src.device)
 
@@ -322,7 +333,20 @@ def translate(
             greedy, else beam search.
     Returns:
         One list of target tokens per sentence, without <bos>/<eos>.
+    Raises:
+        TypeError: if sentences is a str (it would be read as characters) or
+            not a list/tuple of str, or num_steps/beam_size is not an int.
+        ValueError: if num_steps or beam_size is < 1.
     """
+    if not isinstance(sentences, (list, tuple)) or not all(
+        isinstance(sentence, str) for sentence in sentences
+    ):
+        raise TypeError(
+            "sentences must be a list of str (one sentence each), got "
+            f"{type(sentences).__name__}"
+        )
+    check_positive_int("num_steps", num_steps)
+    check_positive_int("beam_size", beam_size)
     if device is None:
         device = next(model.parameters()).device
     src, src_valid_len = source_array(sentences, src_vocab, num_steps)
@@ -355,6 +379,13 @@ def _check_src(src: Any, src_valid_len: Any) -> None:
     check_valid_lens(
         "src_valid_len", src_valid_len, src.shape[0], src.shape[1]
     )
+
+
+def _check_bos_eos(bos: Any, eos: Any) -> None:
+    check_int("bos", bos)
+    check_int("eos", eos)
+    if bos < 0 or eos < 0:
+        raise ValueError(f"bos and eos must be ids >= 0, got {bos} and {eos}")
 
 
 def _decoder_weights(model: nn.Module) -> torch.Tensor | None:

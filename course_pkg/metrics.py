@@ -31,7 +31,19 @@ def _as_tokens(tokens: Tokens, name: str) -> list[str]:
         raise TypeError(
             f"{name} must be a list of tokens or a string, got {type(tokens).__name__}"
         )
+    for token in tokens:
+        if not isinstance(token, str):
+            raise TypeError(
+                f"{name} must hold str tokens, got {type(token).__name__}"
+            )
     return list(tokens)
+
+
+def _check_order(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}")
 
 
 def _ngram_counts(tokens: Sequence[str], n: int) -> collections.Counter:
@@ -60,11 +72,10 @@ def bleu(pred_tokens: Tokens, label_tokens: Tokens, k: int = 4) -> float:
     Returns:
         A float in [0, 1]; 1.0 for a prediction equal to the label.
     Raises:
-        ValueError: if k < 1. TypeError: if a sequence is neither a list/tuple
-            nor a str.
+        ValueError: if k < 1. TypeError: if k is not an int, or a sequence is
+            neither a list/tuple of str nor a str.
     """
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+    _check_order("k", k)
     pred = _as_tokens(pred_tokens, "pred_tokens")
     label = _as_tokens(label_tokens, "label_tokens")
     len_pred, len_label = len(pred), len(label)
@@ -108,10 +119,20 @@ def corpus_bleu(
     Raises:
         ValueError: if hypotheses and references differ in length, or max_n <
             1.
-        TypeError: if a sentence is neither a list/tuple of tokens nor a str.
+        TypeError: if hypotheses or references is not a list/tuple (a str
+            would be read as one sentence per character), max_n is not an
+            int, or a sentence is neither a list/tuple of str nor a str.
     """
-    if max_n < 1:
-        raise ValueError(f"max_n must be >= 1, got {max_n}")
+    _check_order("max_n", max_n)
+    for name, sentences in (
+        ("hypotheses", hypotheses),
+        ("references", references),
+    ):
+        if not isinstance(sentences, (list, tuple)):
+            raise TypeError(
+                f"{name} must be a list with one sentence (a token list or a "
+                f"str) per entry, got {type(sentences).__name__}"
+            )
     if len(hypotheses) != len(references):
         raise ValueError(
             f"hypotheses and references must have the same length, got {len(hypotheses)} "
