@@ -280,23 +280,6 @@ def check_shape(
         )
 
 
-def check_positive_number(name: str, value: Any) -> None:
-    """Refuse anything but a finite int or float > 0 (bool excluded).
-
-    Raises:
-        TypeError: if value is not an int or float.
-        ValueError: if it is not finite and > 0.
-    """
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(
-            f"{name} must be a positive number, got {type(value).__name__}"
-        )
-    if not (value > 0 and math.isfinite(value)):
-        raise ValueError(
-            f"{name} must be a positive finite number, got {value}"
-        )
-
-
 def check_positive_int(name: str, value: Any) -> None:
     """Refuse anything but an int >= 1 (bool excluded).
 
@@ -320,30 +303,11 @@ def check_int(name: str, value: Any) -> None:
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
 
 
-def check_probability(name: str, value: Any) -> None:
-    """Refuse anything but a number in [0, 1) (a dropout probability).
-
-    Raises:
-        TypeError: if value is not an int or float.
-        ValueError: if it is outside [0, 1).
-    """
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(
-            f"{name} must be a number in [0, 1), got {type(value).__name__}"
-        )
-    if not 0 <= value < 1:
-        raise ValueError(f"{name} must be in [0, 1), got {value}")
-
-
 def check_same_float_dtype(**tensors: torch.Tensor) -> None:
-    """Refuse tensors that are not floating point or, outside autocast, do
-    not share one dtype (torch's own error would not name them).
+    """Refuse tensors (by argument name) that are not floating point or,
+    outside autocast, do not share one dtype (torch's own error would not
+    name them); under autocast mixed float dtypes are normal.
 
-    Under autocast, mixed float dtypes are normal (layer norms run in float32
-    between bfloat16 matrix products), so only the float check is made.
-
-    Args:
-        tensors: the tensors, by argument name.
     Raises:
         TypeError: if one is not floating point, or the dtypes differ.
     """
@@ -358,3 +322,76 @@ def check_same_float_dtype(**tensors: torch.Tensor) -> None:
         raise TypeError(
             f"{', '.join(tensors)} must share one dtype, got {listed}"
         )
+
+
+def check_sizes(**sizes: Any) -> None:
+    """Refuse sizes (vocabulary, widths, layers, heads; by argument name)
+    that are not ints >= 1: TypeError for a non-int, ValueError for < 1."""
+    for name, value in sizes.items():
+        check_positive_int(name, value)
+
+
+def check_sentences(name: str, sentences: Any) -> None:
+    """Refuse anything but a list/tuple of str (a str is not N sentences)
+    with TypeError."""
+    if not isinstance(sentences, (list, tuple)) or not all(
+        isinstance(sentence, str) for sentence in sentences
+    ):
+        raise TypeError(
+            f"{name} must be a list of str (one sentence each), got "
+            f"{type(sentences).__name__}"
+        )
+
+
+def check_ids(**ids: Any) -> None:
+    """Refuse token ids (bos, eos, pad) that are not ints >= 0.
+
+    Raises:
+        TypeError: if one is not an int. ValueError: if one is negative.
+    """
+    for name, value in ids.items():
+        check_int(name, value)
+        if value < 0:
+            raise ValueError(f"{name} must be an id >= 0, got {value}")
+
+
+def _check_number(name: str, value: Any, ok: Any, expected: str) -> None:
+    """Refuse a non-number (bool excluded) with TypeError, a number for
+    which ``ok(value)`` is false with ValueError; both say ``expected``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(
+            f"{name} must be {expected}, got {type(value).__name__}"
+        )
+    if not ok(value):
+        raise ValueError(f"{name} must be {expected}, got {value}")
+
+
+def check_positive_number(name: str, value: Any) -> None:
+    """Refuse anything but a finite int or float > 0 (a rate, a timeout).
+
+    Raises:
+        TypeError: if value is not a number. ValueError: if not finite > 0.
+    """
+    _check_number(
+        name, value, lambda v: 0 < v < math.inf, "a positive finite number"
+    )
+
+
+def check_nonnegative_number(name: str, value: Any) -> None:
+    """Refuse anything but a finite int or float >= 0.
+
+    Raises:
+        TypeError: if value is not a number. ValueError: if not finite >= 0.
+    """
+    _check_number(
+        name, value, lambda v: 0 <= v < math.inf, "a finite number >= 0"
+    )
+
+
+def check_probability(name: str, value: Any) -> None:
+    """Refuse anything but a number in [0, 1) (a dropout probability).
+
+    Raises:
+        TypeError: if value is not a number. ValueError: if outside [0, 1).
+    """
+    _check_number(name, value, lambda v: 0 <= v < 1, "a number in [0, 1)")

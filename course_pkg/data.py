@@ -30,7 +30,7 @@ from torch.utils.data import (
     TensorDataset,
 )
 
-from course_pkg.checks import check_int, check_positive_int
+from course_pkg.checks import check_int, check_positive_int, check_sentences
 
 Pair = tuple[str, str]
 
@@ -205,17 +205,6 @@ class Vocab:
     pad, bos, eos, unk = 0, 1, 2, 3
 
 
-def _check_sentences(name: str, sentences: object) -> None:
-    """Refuse anything but a list/tuple of str (a str is not N sentences)."""
-    if not isinstance(sentences, (list, tuple)) or not all(
-        isinstance(sentence, str) for sentence in sentences
-    ):
-        raise TypeError(
-            f"{name} must be a list of str (one sentence each), got "
-            f"{type(sentences).__name__}"
-        )
-
-
 def truncate_pad(ids: Sequence[int], num_steps: int, pad: int) -> list[int]:
     """Cut ids to num_steps, or pad them to num_steps with pad.
 
@@ -248,7 +237,7 @@ def source_array(
         TypeError: if sentences is a str or not a list/tuple of str, or num_steps not an int.
         ValueError: if num_steps < 1.
     """
-    _check_sentences("sentences", sentences)
+    check_sentences("sentences", sentences)
     check_positive_int("num_steps", num_steps)
     ids = [src_vocab[tokenize(s)] + [src_vocab.eos] for s in sentences]
     rows = [truncate_pad(row, num_steps, src_vocab.pad) for row in ids]

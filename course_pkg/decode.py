@@ -19,7 +19,9 @@ id is needed, and cutting at the first <eos> recovers every hypothesis).
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import torch
@@ -27,8 +29,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_pkg.checks import (
-    check_int,
+    check_ids,
+    check_nonnegative_number,
     check_positive_int,
+    check_sentences,
     check_tensor,
     check_token_ids,
     check_valid_lens,
@@ -79,7 +83,7 @@ def greedy_decode(
             shape, num_steps < 1.
     """
     _check_src(src, src_valid_len)
-    _check_bos_eos(bos, eos)
+    check_ids(bos=bos, eos=eos)
     check_positive_int("num_steps", num_steps)
     batch_size = src.shape[0]
     with _eval_mode(model):
@@ -182,7 +186,7 @@ class _Beam(NamedTuple):
 def _beam_search_one(
     model: nn.Module,
     src: torch.Tensor,
-    src_valid_len: torch.Tensor,
+    src_valid_len: torch.Tensor | list[None],
     beam: _Beam,
 ) -> list[int]:
     """Beam search for one source (1, T): the best hypothesis' ids.
@@ -191,9 +195,9 @@ def _beam_search_one(
     """
     bos, eos, num_steps, beam_size, alpha = beam
     device = src.device
-    repeated_len = (
-        None if src_valid_len is None else src_valid_len.expand(beam_size)
-    )
+    lens = src_valid_len  # (1,), or [None]: every position is valid
+    has_lens = isinstance(lens, torch.Tensor)
+    repeated_len = lens.expand(beam_size) if has_lens else None
     enc_all_outputs = model.encoder(src.expand(beam_size, -1), repeated_len)
     prefixes = torch.full(
         (beam_size, 1), bos, device=device
@@ -280,32 +284,25 @@ def beam_search(
         (B, S) long tokens, S <= num_steps, <eos>-filled after each row's first
         <eos>; (0, 0) for an empty batch.
     Raises:
-        TypeError/ValueError: on src/src_valid_len of the wrong type or shape,
-            bos/eos not ints, num_steps < 1, beam_size < 1, alpha not a
-            finite number >= 0.
+        TypeError/ValueError: on src/src_valid_len/bos/eos of the wrong type
+            or shape, num_steps or beam_size < 1, alpha not finite >= 0.
     """
     _check_src(src, src_valid_len)
-    _check_bos_eos(bos, eos)
+    check_ids(bos=bos, eos=eos)
     check_positive_int("num_steps", num_steps)
     check_positive_int("beam_size", beam_size)
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
-        raise TypeError(f"alpha must be a number, got {type(alpha).__name__}")
-    if not 0 <= alpha < math.inf:
-        raise ValueError(f"alpha must be finite and >= 0, got {alpha}")
+    check_nonnegative_number("alpha", alpha)
     beam = _Beam(bos, eos, num_steps, beam_size, alpha)
     with _eval_mode(model):
+        lens = [None] * len(src) if src_valid_len is None else src_valid_len
         hypotheses = [
-            _beam_search_one(
-                model,
-                src[b : b + 1],
-                None if src_valid_len is None else src_valid_len[b : b + 1],
-                beam,
-            )
-            for b in range(src.shape[0])
+            _beam_search_one(model, src[b : b + 1], lens[b : b + 1], beam)
+            for b in range(len(src))
         ]
     width = max((len(ids) for ids in hypotheses), default=0)
     rows = [ids + [eos] * (width - len(ids)) for ids in hypotheses]
-    return torch.tensor(rows, dtype=torch.long, device=src.device)
+    tokens = torch.tensor(rows, dtype=torch.long, device=src.device)
+    return tokens.reshape(len(rows), width)  # (0, 0) for an empty batch
 
 
 # ------------------------------------------------- sentences in, sentences out
@@ -334,17 +331,10 @@ def translate(
     Returns:
         One list of target tokens per sentence, without <bos>/<eos>.
     Raises:
-        TypeError: if sentences is a str (it would be read as characters) or
-            not a list/tuple of str, or num_steps/beam_size is not an int.
-        ValueError: if num_steps or beam_size is < 1.
+        TypeError, ValueError: if sentences is not a list of str (a str would
+            be read as characters), or num_steps/beam_size is not an int >= 1.
     """
-    if not isinstance(sentences, (list, tuple)) or not all(
-        isinstance(sentence, str) for sentence in sentences
-    ):
-        raise TypeError(
-            "sentences must be a list of str (one sentence each), got "
-            f"{type(sentences).__name__}"
-        )
+    check_sentences("sentences", sentences)
     check_positive_int("num_steps", num_steps)
     check_positive_int("beam_size", beam_size)
     if device is None:
@@ -381,37 +371,23 @@ def _check_src(src: Any, src_valid_len: Any) -> None:
     )
 
 
-def _check_bos_eos(bos: Any, eos: Any) -> None:
-    check_int("bos", bos)
-    check_int("eos", eos)
-    if bos < 0 or eos < 0:
-        raise ValueError(f"bos and eos must be ids >= 0, got {bos} and {eos}")
-
-
 def _decoder_weights(model: nn.Module) -> torch.Tensor | None:
     """The decoder's (B, t, T_src) attention weights (last call), or None."""
     weights = getattr(model.decoder, "attention_weights", None)
-    return (
-        weights
-        if isinstance(weights, torch.Tensor) and weights.dim() == 3
-        else None
-    )
+    is_one_tensor = isinstance(weights, torch.Tensor) and weights.dim() == 3
+    return weights if is_one_tensor else None
 
 
-class _eval_mode:
+@contextlib.contextmanager
+def _eval_mode(model: nn.Module) -> Iterator[None]:
     """Eval mode and no autograd inside; the model's mode restored after."""
-
-    def __init__(self, model: nn.Module):
-        self.model, self.was_training = model, model.training
-        self.no_grad = torch.no_grad()
-
-    def __enter__(self) -> None:
-        self.model.eval()
-        self.no_grad.__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.no_grad.__exit__(*exc)
-        self.model.train(self.was_training)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.train(was_training)
 
 
 def _log_softmax(Y: torch.Tensor) -> torch.Tensor:

@@ -55,15 +55,17 @@ def seed_everything(seed: int = 0) -> None:
     ``seed``.
 
     Args:
-        seed: a non-negative integer.
+        seed: an integer in [0, 2**32).
     Raises:
         TypeError: if seed is not an int.
-        ValueError: if seed is negative.
+        ValueError: if seed is outside [0, 2**32) (no generator is touched).
     """
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
     if seed < 0:
         raise ValueError(f"seed must be >= 0, got {seed}")
+    if seed >= 2**32:  # NumPy's limit, checked before any reseeding
+        raise ValueError(f"seed must be < 2**32, got {seed}")
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)  # also seeds every CUDA device

@@ -14,7 +14,14 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from course_pkg.checks import check_tensor, check_valid_lens
+from course_pkg.checks import (
+    check_float_dtype,
+    check_int,
+    check_integer_dtype,
+    check_tensor,
+    check_tensor_type,
+    check_valid_lens,
+)
 
 
 def sequence_mask(valid_lens: torch.Tensor, max_len: int) -> torch.Tensor:
@@ -26,8 +33,9 @@ def sequence_mask(valid_lens: torch.Tensor, max_len: int) -> torch.Tensor:
     Returns:
         (B, 1, K) or (B, Q, K) bool tensor on valid_lens' device.
     Raises:
-        TypeError: if valid_lens is not a tensor.
-        ValueError: if valid_lens is not 1-D or 2-D.
+        TypeError: if valid_lens is not an integer tensor, or max_len not an
+            int.
+        ValueError: if valid_lens is not 1-D or 2-D, or max_len < 0.
     """
     if not isinstance(valid_lens, torch.Tensor):
         raise TypeError(
@@ -39,6 +47,10 @@ def sequence_mask(valid_lens: torch.Tensor, max_len: int) -> torch.Tensor:
             "valid_lens must have shape (B,) or (B, Q), "
             f"got {tuple(valid_lens.shape)}"
         )
+    check_integer_dtype("valid_lens", valid_lens)
+    check_int("max_len", max_len)
+    if max_len < 0:
+        raise ValueError(f"max_len must be >= 0, got {max_len}")
     positions = torch.arange(max_len, device=valid_lens.device)
     lens = valid_lens[:, None] if valid_lens.dim() == 1 else valid_lens
     return positions < lens[..., None]  # (B, 1, K) or (B, Q, K)
@@ -60,8 +72,13 @@ def causal_mask(
     Returns:
         (1, Q, K) bool tensor.
     Raises:
-        ValueError: if K < Q.
+        TypeError: if num_queries or num_keys is not an int.
+        ValueError: if Q < 0 or K < Q.
     """
+    check_int("num_queries", num_queries)
+    check_int("num_keys", num_keys)
+    if num_queries < 0:
+        raise ValueError(f"num_queries must be >= 0, got {num_queries}")
     if num_keys < num_queries:
         raise ValueError(
             f"a causal mask needs K >= Q, got Q={num_queries}, K={num_keys}"
@@ -89,7 +106,12 @@ def attention_mask(
     Returns:
         None when nothing is masked, else a bool tensor broadcastable to
         (B, Q, K).
+    Raises:
+        TypeError, ValueError: as :func:`sequence_mask` and
+            :func:`causal_mask`.
     """
+    if valid_lens is not None:
+        check_tensor_type("valid_lens", valid_lens)
     if valid_lens is not None and valid_lens.device != device:
         # lengths are often kept on the CPU next to GPU scores
         valid_lens = valid_lens.to(device)
@@ -119,12 +141,13 @@ def masked_softmax(
         (B, Q, K) weights; each row sums to 1 over its valid positions, or is
         all 0.
     Raises:
-        TypeError: if X or valid_lens is not a tensor, or valid_lens is not
-            integer.
+        TypeError: if X or valid_lens is not a tensor, X is not floating
+            point, or valid_lens is not integer.
         ValueError: if X is not 3-D or valid_lens does not fit it (see
             :mod:`course_pkg.checks`).
     """
     check_tensor("X", X, 3, "(B, Q, K)")
+    check_float_dtype("X", X)
     batch_size, num_queries, num_keys = X.shape
     check_valid_lens(
         "valid_lens", valid_lens, batch_size, num_keys, num_queries=num_queries

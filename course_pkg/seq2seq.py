@@ -22,7 +22,13 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from course_pkg.checks import check_shape, check_token_ids, check_valid_lens
+from course_pkg.checks import (
+    check_probability,
+    check_shape,
+    check_sizes,
+    check_token_ids,
+    check_valid_lens,
+)
 from course_pkg.encoder_decoder import Decoder, Encoder, EncoderDecoder
 from course_pkg.scoring import AdditiveAttention
 
@@ -104,6 +110,13 @@ class Seq2SeqEncoder(Encoder):
         dropout: float = 0.0,
     ):
         super().__init__()
+        check_sizes(
+            vocab_size=vocab_size,
+            embed_size=embed_size,
+            num_hiddens=num_hiddens,
+            num_layers=num_layers,
+        )
+        check_probability("dropout", dropout)
         self.embedding = nn.Embedding(vocab_size, embed_size)
         self.rnn = _gru(embed_size, num_hiddens, num_layers, dropout)
         self.apply(init_seq2seq)
@@ -163,6 +176,13 @@ class Seq2SeqDecoder(Decoder):
         dropout: float = 0.0,
     ):
         super().__init__()
+        check_sizes(
+            vocab_size=vocab_size,
+            embed_size=embed_size,
+            num_hiddens=num_hiddens,
+            num_layers=num_layers,
+        )
+        check_probability("dropout", dropout)
         self.num_hiddens, self.num_layers = num_hiddens, num_layers
         self.embedding = nn.Embedding(vocab_size, embed_size)
         self.rnn = _gru(
@@ -254,6 +274,13 @@ class Seq2SeqAttentionDecoder(Decoder):
         dropout: float = 0.0,
     ):
         super().__init__()
+        check_sizes(
+            vocab_size=vocab_size,
+            embed_size=embed_size,
+            num_hiddens=num_hiddens,
+            num_layers=num_layers,
+        )
+        check_probability("dropout", dropout)
         self.num_hiddens, self.num_layers = num_hiddens, num_layers
         self.attention = AdditiveAttention(
             num_hiddens, dropout, query_size=num_hiddens, key_size=num_hiddens

@@ -27,6 +27,8 @@ from torch import nn
 
 from course_pkg.checks import (
     check_last_dim,
+    check_probability,
+    check_sizes,
     check_tensor,
     check_token_ids,
     check_valid_lens,
@@ -94,6 +96,15 @@ class TransformerEncoder(Encoder):
         max_len: int = 1000,
     ):
         super().__init__()
+        check_sizes(
+            vocab_size=vocab_size,
+            num_hiddens=num_hiddens,
+            ffn_num_hiddens=ffn_num_hiddens,
+            num_heads=num_heads,
+            num_blks=num_blks,
+            max_len=max_len,
+        )
+        check_probability("dropout", dropout)
         self.vocab_size, self.num_hiddens = vocab_size, num_hiddens
         self.embedding = nn.Embedding(vocab_size, num_hiddens)
         self.pos_encoding = PositionalEncoding(num_hiddens, dropout, max_len)
@@ -171,6 +182,15 @@ class TransformerDecoder(Decoder):
         max_len: int = 1000,
     ):
         super().__init__()
+        check_sizes(
+            vocab_size=vocab_size,
+            num_hiddens=num_hiddens,
+            ffn_num_hiddens=ffn_num_hiddens,
+            num_heads=num_heads,
+            num_blks=num_blks,
+            max_len=max_len,
+        )
+        check_probability("dropout", dropout)
         self.vocab_size, self.num_hiddens = vocab_size, num_hiddens
         self.num_blks = num_blks
         self.embedding = nn.Embedding(vocab_size, num_hiddens)

@@ -1,0 +1,188 @@
+"""Attention under attack (issue 15): padding that holds NaN or inf, empty
+batches and sequences, on the CPU and the meta device, and bad arguments
+refused with a named error before any state changes."""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from course_pkg.attention import MultiHeadAttention
+from course_pkg.scoring import AdditiveAttention, DotProductAttention
+
+POISON = st.sampled_from([float("nan"), float("inf"), float("-inf")])
+
+
+@st.composite
+def padded_inputs(draw):
+    """q, k, v with lengths, the keys and values past every length poisoned
+    (and a clean copy with finite numbers there instead)."""
+    B = draw(st.integers(0, 3))
+    Q = draw(st.integers(0, 4))
+    K = draw(st.integers(1, 5))
+    per_query = draw(st.booleans())
+    causal = draw(st.booleans()) and Q <= K
+    shape = (B, Q) if per_query else (B,)
+    lens = torch.tensor(
+        draw(st.lists(st.integers(0, K - 1), min_size=B * max(1, Q))),
+        dtype=torch.long,
+    )[: B * (Q if per_query else 1)].reshape(shape)
+    seed = draw(st.integers(0, 2**16))
+    gen = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(B, n, 8, generator=gen) for n in (Q, K, K))
+    longest = (
+        lens.reshape(B, -1).amax(dim=1)
+        if lens.numel()
+        else torch.zeros(B, dtype=torch.long)
+    )
+    pad = torch.arange(K)[None, :] >= longest.reshape(-1, 1)  # (B, K)
+    poisoned_k, poisoned_v = k.clone(), v.clone()
+    poisoned_k[pad] = draw(POISON)
+    poisoned_v[pad] = draw(POISON)
+    return q, (k, v), (poisoned_k, poisoned_v), lens, causal
+
+
+def run_both_paths(layer, q, k, v, lens, causal):
+    kwargs = {} if causal is None else {"causal": causal}
+    explicit = layer(q, k, v, lens, **kwargs)
+    fused = layer(q, k, v, lens, need_weights=False, **kwargs)
+    return explicit, fused
+
+
+# 60 calls: each runs 2 layers x 2 paths x (poisoned, clean).
+@settings(max_examples=60, deadline=None)
+@given(inputs=padded_inputs())
+def test_nan_and_inf_in_padding_never_reach_the_output(inputs):
+    q, clean, poisoned, lens, causal = inputs
+    torch.manual_seed(0)
+    for layer in (DotProductAttention(), MultiHeadAttention(8, 2)):
+        layer.eval()
+        expected, _ = run_both_paths(layer, q, *clean, lens, causal)
+        for out in run_both_paths(layer, q, *poisoned, lens, causal):
+            assert torch.isfinite(out).all()
+            torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+
+# 30 calls.
+@settings(max_examples=30, deadline=None)
+@given(inputs=padded_inputs())
+def test_additive_attention_ignores_poisoned_padding(inputs):
+    q, clean, poisoned, lens, _ = inputs
+    torch.manual_seed(0)
+    layer = AdditiveAttention(8, 0.0)
+    expected = layer(q, *clean, lens)
+    out = layer(q, *poisoned, lens)
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+
+# 40 calls, forward and backward, on cpu and meta.
+@settings(max_examples=40, deadline=None)
+@given(
+    B=st.integers(0, 2),
+    Q=st.integers(0, 3),
+    K=st.integers(0, 3),
+    device=st.sampled_from(["cpu", "meta"]),
+    need_weights=st.booleans(),
+    with_lens=st.booleans(),
+)
+def test_empty_batches_and_sequences_work(
+    B, Q, K, device, need_weights, with_lens
+):
+    layer = MultiHeadAttention(8, 2, bias=True).to(device)
+    q = torch.randn(B, Q, 8, device=device, requires_grad=True)
+    kv = torch.randn(B, K, 8, device=device)
+    lens = torch.full((B,), K, device=device) if with_lens else None
+    out = layer(q, kv, kv, lens, need_weights=need_weights)
+    assert out.shape == (B, Q, 8)
+    out.sum().backward()
+    if device == "cpu":
+        assert torch.isfinite(out).all()
+
+
+def wrong_argument(draw, good):
+    """One argument made wrong, and the error it must raise."""
+    kind = draw(
+        st.sampled_from(
+            ["str", "list", "int dtype", "float64", "width", "rank", "batch"]
+        )
+    )
+    if kind == "str":
+        return draw(st.text(max_size=4)), TypeError
+    if kind == "list":
+        return good.tolist(), TypeError
+    if kind == "int dtype":
+        return good.long(), TypeError
+    if kind == "float64":
+        return good.double(), TypeError
+    if kind == "width":
+        return torch.randn(*good.shape[:-1], good.shape[-1] + 1), ValueError
+    if kind == "rank":
+        return good[0], ValueError
+    return torch.randn(good.shape[0] + 1, *good.shape[1:]), ValueError
+
+
+# 60 calls.
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_a_wrong_argument_is_named_before_any_state_changes(data):
+    layer = MultiHeadAttention(8, 2)
+    good = {
+        name: torch.randn(2, 3, 8) for name in ("queries", "keys", "values")
+    }
+    layer(*good.values())
+    weights_before = layer.attention_weights
+    params_before = [p.clone() for p in layer.parameters()]
+    name = data.draw(st.sampled_from(sorted(good)))
+    bad, error = wrong_argument(data.draw, good[name])
+    arguments = {**good, name: bad}
+    need_weights = data.draw(st.booleans())
+    with pytest.raises(error, match=name):
+        layer(**arguments, need_weights=need_weights)
+    assert layer.attention_weights is weights_before
+    assert all(
+        torch.equal(a, b) for a, b in zip(params_before, layer.parameters())
+    )
+
+
+# 40 calls.
+@settings(max_examples=40, deadline=None)
+@given(
+    lens=st.one_of(
+        st.text(max_size=3),
+        st.lists(st.integers(0, 3), min_size=2, max_size=2),
+        st.just(torch.tensor([1.0, 2.0])),
+        st.just(torch.tensor([4, 1])),
+        st.just(torch.tensor([-1, 1])),
+        st.just(torch.tensor([1, 1, 1])),
+    ),
+    need_weights=st.booleans(),
+)
+def test_bad_valid_lens_are_named(lens, need_weights):
+    layer = MultiHeadAttention(8, 2)
+    X = torch.randn(2, 3, 8)
+    with pytest.raises((TypeError, ValueError), match="valid_lens"):
+        layer(X, X, X, lens, need_weights=need_weights)
+
+
+# 50 calls.
+@settings(max_examples=50, deadline=None)
+@given(
+    num_hiddens=st.one_of(
+        st.integers(-2, 9), st.floats(-2, 9), st.text(max_size=2)
+    ),
+    num_heads=st.one_of(st.integers(-2, 4), st.floats(-2, 4), st.none()),
+)
+def test_constructor_arguments_are_checked(num_hiddens, num_heads):
+    ok = (
+        type(num_hiddens) is int
+        and type(num_heads) is int
+        and num_hiddens >= 1
+        and num_heads >= 1
+        and num_hiddens % num_heads == 0
+    )
+    if ok:
+        MultiHeadAttention(num_hiddens, num_heads)
+        return
+    with pytest.raises((TypeError, ValueError), match="num_hiddens|num_heads"):
+        MultiHeadAttention(num_hiddens, num_heads)
