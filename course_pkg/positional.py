@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from course_pkg.checks import check_last_dim, check_tensor
+from course_pkg.checks import check_int, check_last_dim, check_tensor
 
 
 def sinusoidal_table(max_len: int, num_hiddens: int) -> torch.Tensor:
@@ -24,8 +24,11 @@ def sinusoidal_table(max_len: int, num_hiddens: int) -> torch.Tensor:
         (max_len, D) float32 tensor on the CPU (callers register it as a
         buffer, so it moves with them).
     Raises:
+        TypeError: if num_hiddens or max_len is not an int.
         ValueError: if num_hiddens is odd or not positive.
     """
+    check_int("num_hiddens", num_hiddens)
+    check_int("max_len", max_len)
     if num_hiddens <= 0 or num_hiddens % 2:
         raise ValueError(
             f"num_hiddens must be a positive even number, got {num_hiddens}"

@@ -20,7 +20,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_pkg.checks import check_attention_inputs, check_last_dim
+from course_pkg.checks import (
+    check_attention_inputs,
+    check_last_dim,
+    check_probability,
+    check_sizes,
+)
 from course_pkg.masks import attention_mask, hide_unseen, masked_softmax
 
 
@@ -40,6 +45,8 @@ class ScoredAttention(nn.Module):
 
     def __init__(self, query_size: int, key_size: int, dropout: float):
         super().__init__()
+        check_sizes(query_size=query_size, key_size=key_size)
+        check_probability("dropout", dropout)
         self.query_size, self.key_size = query_size, key_size
         self.dropout = nn.Dropout(dropout)
         self.attention_weights: torch.Tensor | None = None
@@ -106,6 +113,7 @@ class AdditiveAttention(ScoredAttention):
         query_size: int | None = None,
         key_size: int | None = None,
     ):
+        check_sizes(num_hiddens=num_hiddens)
         super().__init__(
             query_size or num_hiddens, key_size or num_hiddens, dropout
         )
@@ -141,6 +149,7 @@ class DotProductAttention(nn.Module):
 
     def __init__(self, dropout: float = 0.0):
         super().__init__()
+        check_probability("dropout", dropout)
         self.dropout = nn.Dropout(dropout)
         self.attention_weights: torch.Tensor | None = None
 

@@ -8,7 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_pkg.attention import MultiHeadAttention
-from course_pkg.scoring import AdditiveAttention, DotProductAttention
+from course_pkg.positional import PositionalEncoding
+from course_pkg.scoring import (
+    AdditiveAttention,
+    DotProductAttention,
+    LuongAttention,
+)
 
 POISON = st.sampled_from([float("nan"), float("inf"), float("-inf")])
 
@@ -186,3 +191,21 @@ def test_constructor_arguments_are_checked(num_hiddens, num_heads):
         return
     with pytest.raises((TypeError, ValueError), match="num_hiddens|num_heads"):
         MultiHeadAttention(num_hiddens, num_heads)
+
+
+@pytest.mark.parametrize(
+    "make, name",
+    [
+        (lambda: AdditiveAttention(None, 0.0), "num_hiddens"),
+        (lambda: AdditiveAttention(8, 1.5), "dropout"),
+        (lambda: AdditiveAttention(8, 0.0, query_size=2.0), "query_size"),
+        (lambda: LuongAttention("dot", 4.0, 4.0), "query_size"),
+        (lambda: DotProductAttention("0.1"), "dropout"),
+        (lambda: DotProductAttention(-0.5), "dropout"),
+        (lambda: PositionalEncoding(8.0, 0.0), "num_hiddens"),
+        (lambda: MultiHeadAttention(8, 2, key_size=0), "key_size"),
+    ],
+)
+def test_layer_constructors_name_a_bad_argument(make, name):
+    with pytest.raises((TypeError, ValueError), match=name):
+        make()
