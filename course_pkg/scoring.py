@@ -258,6 +258,8 @@ def fused_attention(
     out = F.scaled_dot_product_attention(
         queries, keys, values, attn_mask=mask | ~has_any, dropout_p=dropout_p
     )
+    if out.device.type == "cpu" and bool(out.isfinite().all()):
+        return out * has_any  # the same values, a shallower graph
     return torch.where(has_any, out, out.nan_to_num() * 0)
 
 
