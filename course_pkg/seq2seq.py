@@ -90,6 +90,13 @@ def _gru(
     )
 
 
+def _check_gru_args(*sizes: int, dropout: float) -> None:
+    """The checks of every GRU encoder and decoder, before it builds."""
+    names = ("vocab_size", "embed_size", "num_hiddens", "num_layers")
+    check_sizes(**dict(zip(names, sizes)))
+    check_probability("dropout", dropout)
+
+
 class Seq2SeqEncoder(Encoder):
     """A GRU encoder: embeds the source ids and runs an L-layer GRU over them.
 
@@ -110,13 +117,9 @@ class Seq2SeqEncoder(Encoder):
         dropout: float = 0.0,
     ):
         super().__init__()
-        check_sizes(
-            vocab_size=vocab_size,
-            embed_size=embed_size,
-            num_hiddens=num_hiddens,
-            num_layers=num_layers,
+        _check_gru_args(
+            vocab_size, embed_size, num_hiddens, num_layers, dropout=dropout
         )
-        check_probability("dropout", dropout)
         self.embedding = nn.Embedding(vocab_size, embed_size)
         self.rnn = _gru(embed_size, num_hiddens, num_layers, dropout)
         self.apply(init_seq2seq)
@@ -176,13 +179,9 @@ class Seq2SeqDecoder(Decoder):
         dropout: float = 0.0,
     ):
         super().__init__()
-        check_sizes(
-            vocab_size=vocab_size,
-            embed_size=embed_size,
-            num_hiddens=num_hiddens,
-            num_layers=num_layers,
+        _check_gru_args(
+            vocab_size, embed_size, num_hiddens, num_layers, dropout=dropout
         )
-        check_probability("dropout", dropout)
         self.num_hiddens, self.num_layers = num_hiddens, num_layers
         self.embedding = nn.Embedding(vocab_size, embed_size)
         self.rnn = _gru(
@@ -274,13 +273,9 @@ class Seq2SeqAttentionDecoder(Decoder):
         dropout: float = 0.0,
     ):
         super().__init__()
-        check_sizes(
-            vocab_size=vocab_size,
-            embed_size=embed_size,
-            num_hiddens=num_hiddens,
-            num_layers=num_layers,
+        _check_gru_args(
+            vocab_size, embed_size, num_hiddens, num_layers, dropout=dropout
         )
-        check_probability("dropout", dropout)
         self.num_hiddens, self.num_layers = num_hiddens, num_layers
         self.attention = AdditiveAttention(
             num_hiddens, dropout, query_size=num_hiddens, key_size=num_hiddens

@@ -71,6 +71,13 @@ def _use_weights(module: nn.Module, need_weights: bool | None) -> bool:
     return not module.training if need_weights is None else need_weights
 
 
+def _check_stack_args(*sizes: int, dropout: float) -> None:
+    """The checks of the encoder and the decoder, before they build."""
+    names = ("vocab_size", "num_hiddens", "ffn_num_hiddens", "num_heads")
+    check_sizes(**dict(zip((*names, "num_blks", "max_len"), sizes)))
+    check_probability("dropout", dropout)
+
+
 class TransformerEncoder(Encoder):
     """Embedding scaled by sqrt(D), sinusoidal positions, num_blks blocks.
 
@@ -96,15 +103,8 @@ class TransformerEncoder(Encoder):
         max_len: int = 1000,
     ):
         super().__init__()
-        check_sizes(
-            vocab_size=vocab_size,
-            num_hiddens=num_hiddens,
-            ffn_num_hiddens=ffn_num_hiddens,
-            num_heads=num_heads,
-            num_blks=num_blks,
-            max_len=max_len,
-        )
-        check_probability("dropout", dropout)
+        sizes = (vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks)
+        _check_stack_args(*sizes, max_len, dropout=dropout)
         self.vocab_size, self.num_hiddens = vocab_size, num_hiddens
         self.embedding = nn.Embedding(vocab_size, num_hiddens)
         self.pos_encoding = PositionalEncoding(num_hiddens, dropout, max_len)
@@ -182,15 +182,8 @@ class TransformerDecoder(Decoder):
         max_len: int = 1000,
     ):
         super().__init__()
-        check_sizes(
-            vocab_size=vocab_size,
-            num_hiddens=num_hiddens,
-            ffn_num_hiddens=ffn_num_hiddens,
-            num_heads=num_heads,
-            num_blks=num_blks,
-            max_len=max_len,
-        )
-        check_probability("dropout", dropout)
+        sizes = (vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks)
+        _check_stack_args(*sizes, max_len, dropout=dropout)
         self.vocab_size, self.num_hiddens = vocab_size, num_hiddens
         self.num_blks = num_blks
         self.embedding = nn.Embedding(vocab_size, num_hiddens)
