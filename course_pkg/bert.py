@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from course_pkg.checks import check_stack_args
 from course_pkg.transformer_blocks import TransformerEncoderBlock
 
 # The label of unselected positions (cross_entropy's default ignore_index).
@@ -168,13 +169,10 @@ class BERTEncoder(nn.Module):
     Args:
         vocab_size: V. num_hiddens: D. ffn_num_hiddens: FFN width.
         num_heads: H. num_blks: number of encoder blocks.
-        dropout: on the embedding sum and inside every block.
-        max_len: the number of positions with an embedding (longest T).
+        dropout: on the embedding sum and in every block. max_len: longest T.
     Attributes:
-        token_embedding, segment_embedding: ``nn.Embedding(V, D)`` and
-            ``nn.Embedding(2, D)``.
-        pos_embedding: (1, max_len, D) parameter, one row per position.
-        blks: the :class:`TransformerEncoderBlock` s (biases on, as in BERT).
+        token_embedding (V, D), segment_embedding (2, D), pos_embedding (1,
+            max_len, D); blks: :class:`TransformerEncoderBlock` s (biases on).
     """
 
     def __init__(
@@ -188,6 +186,8 @@ class BERTEncoder(nn.Module):
         max_len: int = 1000,
     ):
         super().__init__()
+        sizes = (vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks)
+        check_stack_args(*sizes, max_len, dropout=dropout)
         self.vocab_size, self.num_hiddens = vocab_size, num_hiddens
         self.max_len = max_len
         self.token_embedding = nn.Embedding(vocab_size, num_hiddens)

@@ -260,14 +260,8 @@ def check_attention_inputs(
 def check_shape(
     name: str, tensor: Any, shape: tuple[int, ...], letters: str
 ) -> None:
-    """Refuse anything but a tensor of exactly ``shape``.
-
-    Args:
-        letters: the shape in letters, e.g. ``"(L, B, D)"``.
-    Raises:
-        TypeError: if tensor is not a tensor.
-        ValueError: if its shape differs.
-    """
+    """Refuse anything but a tensor of exactly ``shape`` (``letters``, e.g.
+    ``"(L, B, D)"``, for the message): TypeError, ValueError."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(
             f"{name} must be a torch.Tensor of shape {letters}, "
@@ -329,6 +323,14 @@ def check_sizes(**sizes: Any) -> None:
     that are not ints >= 1: TypeError for a non-int, ValueError for < 1."""
     for name, value in sizes.items():
         check_positive_int(name, value)
+
+
+def check_stack_args(*sizes: Any, dropout: Any) -> None:
+    """A Transformer stack's vocab_size, num_hiddens, ffn_num_hiddens,
+    num_heads, num_blks, max_len (ints >= 1, in order) and dropout."""
+    names = ("vocab_size", "num_hiddens", "ffn_num_hiddens", "num_heads")
+    check_sizes(**dict(zip((*names, "num_blks", "max_len"), sizes)))
+    check_probability("dropout", dropout)
 
 
 def check_sentences(name: str, sentences: Any) -> None:

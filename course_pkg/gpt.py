@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from course_pkg.attention import KVCache
-from course_pkg.checks import check_token_ids
+from course_pkg.checks import check_stack_args, check_token_ids
 from course_pkg.positional import LearnedPositionalEncoding, PositionalEncoding
 from course_pkg.transformer_blocks import TransformerEncoderBlock
 
@@ -108,6 +108,8 @@ class GPT(nn.Module):
         use_bias: bool = False,
     ):
         super().__init__()
+        sizes = (vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks)
+        check_stack_args(*sizes, max_len, dropout=dropout)
         if positional not in POSITIONAL:
             raise ValueError(
                 f"positional must be one of {POSITIONAL}, got {positional!r}"

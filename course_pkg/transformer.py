@@ -27,8 +27,7 @@ from torch import nn
 
 from course_pkg.checks import (
     check_last_dim,
-    check_probability,
-    check_sizes,
+    check_stack_args,
     check_tensor,
     check_token_ids,
     check_valid_lens,
@@ -71,13 +70,6 @@ def _use_weights(module: nn.Module, need_weights: bool | None) -> bool:
     return not module.training if need_weights is None else need_weights
 
 
-def _check_stack_args(*sizes: int, dropout: float) -> None:
-    """The checks of the encoder and the decoder, before they build."""
-    names = ("vocab_size", "num_hiddens", "ffn_num_hiddens", "num_heads")
-    check_sizes(**dict(zip((*names, "num_blks", "max_len"), sizes)))
-    check_probability("dropout", dropout)
-
-
 class TransformerEncoder(Encoder):
     """Embedding scaled by sqrt(D), sinusoidal positions, num_blks blocks.
 
@@ -104,7 +96,7 @@ class TransformerEncoder(Encoder):
     ):
         super().__init__()
         sizes = (vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks)
-        _check_stack_args(*sizes, max_len, dropout=dropout)
+        check_stack_args(*sizes, max_len, dropout=dropout)
         self.vocab_size, self.num_hiddens = vocab_size, num_hiddens
         self.embedding = nn.Embedding(vocab_size, num_hiddens)
         self.pos_encoding = PositionalEncoding(num_hiddens, dropout, max_len)
@@ -183,7 +175,7 @@ class TransformerDecoder(Decoder):
     ):
         super().__init__()
         sizes = (vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks)
-        _check_stack_args(*sizes, max_len, dropout=dropout)
+        check_stack_args(*sizes, max_len, dropout=dropout)
         self.vocab_size, self.num_hiddens = vocab_size, num_hiddens
         self.num_blks = num_blks
         self.embedding = nn.Embedding(vocab_size, num_hiddens)
