@@ -28,7 +28,8 @@ Module                     What it holds (chapter)
 ``transformer``            settings, encoder, decoder, the Transformer
 ``attention_reading``      where a trained decoder looks, over a test set
 ``cost``                   sequential depth, FLOPs, timing a call
-``distributed``            data-parallel training with torch.distributed
+``data_parallel``          data parallelism by hand: group, shards, all-reduce, step
+``distributed``            the torchrun entry point: data-parallel training
 ``rotary``                 rotary position embedding (RoPE)
 ``efficient_attention``    blockwise and grouped-query attention
 ``modern_block``           RMSNorm, SwiGLU, pre-norm blocks
