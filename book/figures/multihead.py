@@ -194,7 +194,9 @@ def draw_multihead_attention(num_heads: int = 4):
         fontsize=8,
     )
     _arrow(ax, (6.0, concat_y - 0.25), (6.0, 1.95))
-    _box(ax, 6.0, 1.65, 2.2, 0.6, "$\\mathbf{W}_o$ ($D \\times D$)", BOX_COLOUR)
+    _box(
+        ax, 6.0, 1.65, 2.2, 0.6, "$\\mathbf{W}_o$ ($D \\times D$)", BOX_COLOUR
+    )
     _arrow(ax, (6.0, 1.33), (6.0, 0.95))
     ax.add_patch(
         Rectangle(
