@@ -2,7 +2,7 @@
 
 The chapter imports :func:`draw_multihead_attention` (the notebook's folder, ``book/``, is on the
 kernel's path); run this file to look at it on its own:
-`.venv/bin/python book/figures/multihead.py` writes ``multihead.png`` here.
+`cd book && ../.venv/bin/python -m figures.multihead` writes ``figures/multihead.png``.
 """
 
 from __future__ import annotations
@@ -10,30 +10,14 @@ from __future__ import annotations
 import pathlib
 
 import matplotlib.pyplot as plt
-from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
+from figures.data_parallel import _box  # the house box: rounded, labelled
+from matplotlib.patches import FancyArrowPatch, Rectangle
 
 HEAD_COLOURS = ("#cfe3f7", "#fdd9b5", "#d8f0d0", "#e6d5f2")
 # darker shades of the same four, for the arrows of each head
 ARROW_COLOURS = ("#3b7bbf", "#d9822b", "#4a9a3c", "#8e5bb5")
 BOX_COLOUR, INPUT_COLOUR = "#f2f2f2", "#e0e0e0"
 BAR_WIDTH, BAR_HEIGHT = 3.0, 0.45  # a D-wide bar
-
-
-def _box(
-    ax, x: float, y: float, width: float, height: float, text: str, colour: str
-) -> None:
-    ax.add_patch(
-        FancyBboxPatch(
-            (x - width / 2, y - height / 2),
-            width,
-            height,
-            fc=colour,
-            ec="black",
-            lw=1,
-            boxstyle="round,pad=0,rounding_size=0.08",
-        )
-    )
-    ax.text(x, y, text, ha="center", va="center", fontsize=8.5)
 
 
 def _arrow(
