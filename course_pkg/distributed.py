@@ -58,9 +58,9 @@ def train_data_parallel(
     """Train ``args.model`` on this rank's shards (every rank runs this); flags as in :func:`main`.
 
     Args:
-        args: from :func:`parse_args`. info: from :func:`setup_process_group`, or None for one
+        args: from :func:`parse_args`. info: from :func:`~course_pkg.data_parallel.setup_process_group`, or None for one
             process without a process group (on the CPU, the reference the others must match).
-        sync: ``"ddp"`` (DistributedDataParallel) or ``"hand"`` (:func:`all_reduce_gradients`);
+        sync: ``"ddp"`` (DistributedDataParallel) or ``"hand"`` (:func:`~course_pkg.data_parallel.all_reduce_gradients`);
             ignored when info is None.
     Returns:
         dict with ``step_loss`` (list, global-batch losses), ``tokens_per_s`` (non-pad target
@@ -131,7 +131,6 @@ def train_data_parallel(
     }
 
 
-# The flags of :func:`main`: name -> argparse keywords.
 FLAGS: dict[str, dict] = {
     "--model": dict(
         choices=("transformer", "gru", "bahdanau"), default="transformer"
@@ -171,6 +170,7 @@ FLAGS: dict[str, dict] = {
         "'tokens_per_s': float}} to this file"
     ),
 }
+"""The flags of :func:`main`: each flag's name and its ``argparse`` keywords."""
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
