@@ -58,10 +58,13 @@ def train_data_parallel(
     """Train ``args.model`` on this rank's shards (every rank runs this); flags as in :func:`main`.
 
     Args:
-        args: from :func:`parse_args`. info: from :func:`~course_pkg.data_parallel.setup_process_group`, or None for one
-            process without a process group (on the CPU, the reference the others must match).
-        sync: ``"ddp"`` (DistributedDataParallel) or ``"hand"`` (:func:`~course_pkg.data_parallel.all_reduce_gradients`);
-            ignored when info is None.
+        args: from :func:`parse_args`.
+        info: from :func:`~course_pkg.data_parallel.setup_process_group`, or None for
+            one process without a process group (on the CPU, the reference the others
+            must match).
+        sync: ``"ddp"`` (DistributedDataParallel) or ``"hand"``
+            (:func:`~course_pkg.data_parallel.all_reduce_gradients`); ignored when info
+            is None.
     Returns:
         dict with ``step_loss`` (list, global-batch losses), ``tokens_per_s`` (non-pad target
         tokens of all ranks per second), ``seconds`` and the trained ``model`` (not wrapped).
