@@ -107,13 +107,20 @@ def _scored(
     return sorted(zip(prefixes, log_probs.tolist()), key=lambda item: -item[1])
 
 
-def draw_beam(trace: BeamTrace, to_token, title: str = ""):
+def draw_beam(
+    trace: BeamTrace,
+    to_token,
+    title: str = "",
+    greedy: tuple[int, ...] = (),
+):
     """The beam at every step; the returned hypothesis' path in colour.
 
     Args:
         trace: from :func:`trace_beam_search`.
         to_token: maps one target id to its token (e.g. ``tgt_vocab.to_tokens``).
         title: drawn above the plot.
+        greedy: the greedy translation's ids (with its <eos>), if any: its
+            prefixes that are in the beam are joined by a dashed blue line.
     Returns:
         The matplotlib Figure.
     """
@@ -159,6 +166,18 @@ def draw_beam(trace: BeamTrace, to_token, title: str = ""):
             },
             zorder=2,
         )
+    greedy_path = [greedy[:j] for j in range(len(greedy) + 1)]
+    for parent, child in zip(greedy_path, greedy_path[1:]):
+        if parent in position and child in position:
+            (px, py), (x, y) = position[parent], position[child]
+            ax.plot(
+                [px + 0.32, x - 0.32],
+                [py + 0.12, y + 0.12],
+                color="tab:blue",
+                ls="--",
+                lw=1.2,
+                zorder=1,
+            )
     max_rank = max(y for _, y in position.values())
     ax.set_xlim(-0.6, width - 0.4)
     ax.set_ylim(max_rank + 0.6, 0.4)
