@@ -3,7 +3,8 @@
 One step of a gated recurrent unit: the reset gate, the update gate, the candidate state and the
 mix of old state and candidate, each box holding its equation. The chapter imports
 :func:`draw_gru` (the notebook's folder, ``book/``, is on the kernel's path); run this file to
-look at it on its own: `.venv/bin/python book/figures/gru.py` writes ``gru.png`` here.
+look at it on its own: `cd book && ../.venv/bin/python -m figures.gru` writes ``gru.png`` beside
+this file.
 """
 
 from __future__ import annotations
@@ -11,44 +12,17 @@ from __future__ import annotations
 import pathlib
 
 import matplotlib.pyplot as plt
-from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+from figures.diagram import arrow, box
 
 GATE_COLOUR, CANDIDATE_COLOUR, MIX_COLOUR = "#fdd9b5", "#cfe3f7", "#d8f0d0"
 
 
 def _box(ax, x: float, y: float, width: float, text: str, colour: str) -> None:
-    ax.add_patch(
-        FancyBboxPatch(
-            (x - width / 2, y - 0.42),
-            width,
-            0.84,
-            fc=colour,
-            ec="black",
-            lw=1,
-            boxstyle="round,pad=0,rounding_size=0.1",
-        )
-    )
-    ax.text(x, y, text, ha="center", va="center", fontsize=9)
+    box(ax, (x, y), (width, 0.84), text, colour, rounding=0.1)
 
 
-def _arrow(
-    ax,
-    start: tuple[float, float],
-    end: tuple[float, float],
-    colour: str = "black",
-    rad: float = 0.0,
-) -> None:
-    ax.add_patch(
-        FancyArrowPatch(
-            start,
-            end,
-            arrowstyle="-|>",
-            mutation_scale=10,
-            lw=1,
-            color=colour,
-            connectionstyle=f"arc3,rad={rad}",
-        )
-    )
+def _arrow(ax, start, end, colour="black", rad=0.0) -> None:
+    arrow(ax, start, end, colour, rad=rad)
 
 
 def draw_gru():

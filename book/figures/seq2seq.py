@@ -3,8 +3,8 @@
 Two panels, one sentence pair of the course's corpus: during training the decoder reads the
 reference shifted right (teacher forcing); at inference it reads its own previous choices. The
 chapter imports :func:`draw_seq2seq` (the notebook's folder, ``book/``, is on the kernel's path);
-run this file to look at it on its own: `.venv/bin/python book/figures/seq2seq.py` writes
-``seq2seq.png`` here.
+run it on its own to look at it: `cd book && ../.venv/bin/python -m figures.seq2seq` writes
+``seq2seq.png`` beside this file.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pathlib
 
 import matplotlib.pyplot as plt
-from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+from figures.diagram import arrow, box
 
 ENCODER_COLOUR, DECODER_COLOUR = "#cfe3f7", "#fdd9b5"
 REFERENCE_COLOUR, WRONG_COLOUR = "#1a7f37", "#c62828"
@@ -24,40 +24,11 @@ PREDICTED = ("il", "nous", "a", "trouvés", ".", "<eos>")
 
 
 def _box(ax, x: float, y: float, text: str, colour: str) -> None:
-    ax.add_patch(
-        FancyBboxPatch(
-            (x - 0.36, y - 0.27),
-            0.72,
-            0.54,
-            fc=colour,
-            ec="black",
-            lw=1,
-            boxstyle="round,pad=0,rounding_size=0.08",
-        )
-    )
-    ax.text(x, y, text, ha="center", va="center", fontsize=9)
+    box(ax, (x, y), (0.72, 0.54), text, colour)
 
 
-def _arrow(
-    ax,
-    start: tuple[float, float],
-    end: tuple[float, float],
-    colour: str = "black",
-    style: str = "-",
-    rad: float = 0.0,
-) -> None:
-    ax.add_patch(
-        FancyArrowPatch(
-            start,
-            end,
-            arrowstyle="-|>",
-            mutation_scale=9,
-            lw=1,
-            color=colour,
-            linestyle=style,
-            connectionstyle=f"arc3,rad={rad}",
-        )
-    )
+def _arrow(ax, start, end, colour="black", style="-", rad=0.0) -> None:
+    arrow(ax, start, end, colour, style, rad, head=9)
 
 
 def _panel(ax, training: bool) -> None:
@@ -172,14 +143,14 @@ def _panel(ax, training: bool) -> None:
             dec_x[-1] + 0.55, in_y, "own\nchoices", fontsize=8, va="center"
         )
     ax.text(enc_x[0] - 0.5, 2.95, title, fontsize=9, va="bottom")
-    ax.text(np_mean(enc_x), 1.55, "encoder", ha="center", fontsize=9)
-    ax.text(np_mean(dec_x), 2.55, "decoder", ha="center", fontsize=9)
+    ax.text(_mean(enc_x), 1.55, "encoder", ha="center", fontsize=9)
+    ax.text(_mean(dec_x), 2.55, "decoder", ha="center", fontsize=9)
     ax.set_xlim(enc_x[0] - 0.6, dec_x[-1] + 1.4)
     ax.set_ylim(-0.65, 3.75)
     ax.axis("off")
 
 
-def np_mean(values: list[float]) -> float:
+def _mean(values: list[float]) -> float:
     """The mean of a few numbers (no numpy needed)."""
     return sum(values) / len(values)
 
