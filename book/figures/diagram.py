@@ -1,6 +1,6 @@
 """Shared drawing helpers for the code-drawn diagrams of the chapters: a labelled box and an arrow.
 
-Used by :mod:`figures.gru` and :mod:`figures.seq2seq`.
+Used by the figure scripts of this folder (GRU, seq2seq, multi-head, data parallelism).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ def box(
     text: str,
     colour: str,
     rounding: float = 0.08,
+    fontsize: float = 9,
 ) -> None:
     """A rounded box of (width, height) ``size`` centred on ``centre``, with centred text."""
     (x, y), (width, height) = centre, size
@@ -29,7 +30,7 @@ def box(
             boxstyle=f"round,pad=0,rounding_size={rounding}",
         )
     )
-    ax.text(x, y, text, ha="center", va="center", fontsize=9)
+    ax.text(x, y, text, ha="center", va="center", fontsize=fontsize)
 
 
 def arrow(
@@ -40,6 +41,7 @@ def arrow(
     style: str = "-",
     rad: float = 0.0,
     head: float = 10,
+    lw: float = 1.0,
 ) -> None:
     """An arrow from start to end, straight (rad 0) or bent by ``rad``."""
     ax.add_patch(
@@ -48,7 +50,7 @@ def arrow(
             end,
             arrowstyle="-|>",
             mutation_scale=head,
-            lw=1,
+            lw=lw,
             color=colour,
             linestyle=style,
             connectionstyle=f"arc3,rad={rad}",
