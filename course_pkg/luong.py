@@ -30,6 +30,8 @@ from course_pkg.seq2seq import (
     SETTINGS,
     Seq2SeqEncoder,
     Seq2SeqSettings,
+    _check_hidden,
+    _gru,
     init_seq2seq,
 )
 
@@ -88,12 +90,7 @@ class LuongAttentionDecoder(Decoder):
         )
         self.embedding = nn.Embedding(vocab_size, embed_size)
         rnn_input = embed_size + (num_hiddens if input_feeding else 0)
-        self.rnn = nn.GRU(
-            rnn_input,
-            num_hiddens,
-            num_layers,
-            dropout=dropout if num_layers > 1 else 0.0,
-        )
+        self.rnn = _gru(rnn_input, num_hiddens, num_layers, dropout)
         self.W_c = nn.Linear(2 * num_hiddens, num_hiddens, bias=False)
         self.dense = nn.Linear(num_hiddens, vocab_size)
         self.apply(init_seq2seq)
@@ -140,7 +137,7 @@ class LuongAttentionDecoder(Decoder):
             (batch_size, num_src_steps, D),
             "(B, T, D)",
         )
-        check_shape("state.hidden", hidden, (L, batch_size, D), "(L, B, D)")
+        _check_hidden(hidden, batch_size, L, D)
         check_shape(
             "state.attentional", attentional, (batch_size, D), "(B, D)"
         )
