@@ -5,7 +5,7 @@ GRU, queried by s_{t-1}) or Luong's (attention *after* the GRU, queried by
 s_t). The chapter imports it (the notebook's folder, ``book/``, is on the
 kernel's path); run this file to look at both on their own:
 `.venv/bin/python book/figures/attention_decoder.py` writes
-``attention_decoder.png`` here.
+``attention_decoder_bahdanau.png`` and ``attention_decoder_luong.png`` here.
 """
 
 from __future__ import annotations
