@@ -23,6 +23,7 @@ from course_pkg import (
     encoder_decoder,
     gpt,
     kernel_regression,
+    luong,
     modern_block,
     positional,
     rotary,
@@ -149,6 +150,7 @@ FORWARDS = {
     ).to(d)(_tokens(d))[0],
     seq2seq.Seq2SeqDecoder: _seq2seq(seq2seq.Seq2SeqDecoder),
     seq2seq.Seq2SeqAttentionDecoder: _seq2seq(seq2seq.Seq2SeqAttentionDecoder),
+    luong.LuongAttentionDecoder: _seq2seq(luong.LuongAttentionDecoder),
     transformer_blocks.PositionWiseFFN: lambda d: (
         transformer_blocks.PositionWiseFFN(16, 8).to(d)(_x(d, 2, 5, 8))
     ),
