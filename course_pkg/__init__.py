@@ -15,6 +15,7 @@ Module                     What it holds (chapter)
 ``tatoeba``                the real Tatoeba pairs: download and loader
 ``encoder_decoder``        the interface every translation model implements
 ``seq2seq``                GRU encoder–decoder, Bahdanau decoder, settings
+``luong``                  Luong's attention decoder (attention after the GRU step)
 ``train``                  masked cross-entropy, training loop, checkpoints
 ``decode``                 greedy decoding and beam search
 ``metrics``                sentence and corpus BLEU
