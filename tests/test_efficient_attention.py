@@ -416,10 +416,9 @@ def test_gqa_step_by_step_with_a_cache_equals_one_causal_call(num_kv_heads):
     whole = gqa(X, X, X, causal=True)
     cached_keys, cached_values = gqa.cache(X, X)
     steps = [
-        gqa.attend_cached(
+        gqa.attend(
             X[:, t : t + 1],
-            cached_keys[:, :, : t + 1],
-            cached_values[:, :, : t + 1],
+            (cached_keys[:, :, : t + 1], cached_values[:, :, : t + 1]),
             causal=True,
         )
         for t in range(6)
@@ -550,21 +549,12 @@ def test_gqa_with_rotary_step_by_step_with_a_growing_cache_equals_one_causal_cal
     torch.manual_seed(4)
     gqa = GroupedQueryAttention(16, 4, num_kv_heads=2, rotary=True).double()
     X = torch.randn(2, 6, 16, dtype=F64)
-    keys = values = None
+    cache = None
     outputs = []
     for t in range(6):
-        new_keys, new_values = gqa.cache(
-            X[:, t : t + 1], X[:, t : t + 1], offset=t
-        )
-        keys = new_keys if keys is None else torch.cat([keys, new_keys], dim=2)
-        values = (
-            new_values
-            if values is None
-            else torch.cat([values, new_values], dim=2)
-        )
-        outputs.append(
-            gqa.attend_cached(X[:, t : t + 1], keys, values, causal=True)
-        )
+        cache = gqa.cache(X[:, t : t + 1], X[:, t : t + 1], past=cache)
+        assert cache.keys.shape == (2, 2, t + 1, 4)
+        outputs.append(gqa.attend(X[:, t : t + 1], cache, causal=True))
     assert (
         torch.cat(outputs, dim=1) - gqa(X, X, X, causal=True)
     ).abs().max() <= 1e-12
