@@ -114,16 +114,14 @@ def fastest_seconds(
     fn: Callable[[], object],
     repeats: int = 3,
     device: torch.device | str | None = None,
-    *,
-    warmup: int = 1,
 ) -> float:
-    """The fastest of ``repeats`` timed calls of ``fn()``, after ``warmup``
-    untimed ones (see :func:`call_seconds`).
+    """The fastest of ``repeats`` timed calls of ``fn()``, after a warm-up
+    (see :func:`call_seconds`).
 
     The minimum is the run least disturbed by other work on the machine; it
     still varies from machine to machine, so use it as an illustration only.
     """
-    return min(call_seconds(fn, repeats, device, warmup=warmup))
+    return min(call_seconds(fn, repeats, device))
 
 
 def median_seconds(
