@@ -67,7 +67,7 @@ def _lens(kind, batch, queries, keys, generator):
 # ----------------------------------------------------------------------------- blockwise attention
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80)
 @given(
     batch=st.integers(1, 3),
     heads=st.integers(1, 3),
