@@ -18,28 +18,45 @@ from course_pkg.device import get_device
 
 
 def parser(
-    doc: str, *, warmup: int, repeats: int, threads: int | None
+    doc: str,
+    *,
+    warmup: int | None = None,
+    repeats: int | None = None,
+    threads: int | None = None,
+    sizes: dict[str, int] | None = None,
+    lengths: list[int] | None = None,
 ) -> argparse.ArgumentParser:
-    """A parser with the options every benchmark has: --device, --warmup,
-    --repeats and --threads (default ``threads``; None: torch's choice).
+    """A parser with the options the benchmarks share.
+
+    Always --device and --threads (default ``threads``; None: torch's
+    choice); --warmup and --repeats when given a default; one integer option
+    per entry of ``sizes`` (``{"batch": 8}`` gives ``--batch 8``); and
+    ``--lengths`` (several sequence lengths T) when given a default.
 
     Args:
         doc: the script's docstring; its first line describes the script.
     """
-    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
-    parser.add_argument(
+    options = argparse.ArgumentParser(description=doc.splitlines()[0])
+    options.add_argument(
         "--device",
         help="cpu, cuda, ... (default: course_pkg.device.get_device())",
     )
-    parser.add_argument("--warmup", type=int, default=warmup)
-    parser.add_argument("--repeats", type=int, default=repeats)
-    parser.add_argument(
+    options.add_argument(
         "--threads",
         type=int,
         default=threads,
         help="CPU threads (1 on a machine shared with other jobs)",
     )
-    return parser
+    integers = dict(sizes or {})
+    if warmup is not None:
+        integers["warmup"] = warmup
+    if repeats is not None:
+        integers["repeats"] = repeats
+    for name, default in integers.items():
+        options.add_argument(f"--{name}", type=int, default=default)
+    if lengths is not None:
+        options.add_argument("--lengths", type=int, nargs="+", default=lengths)
+    return options
 
 
 def device_of(args: argparse.Namespace) -> torch.device:

@@ -137,16 +137,17 @@ def print_table(
 
 
 def main() -> None:
-    options = parser(__doc__, warmup=2, repeats=5, threads=None)
+    options = parser(
+        __doc__,
+        warmup=2,
+        repeats=5,
+        sizes={"batch": 8, "dim": 768, "heads": 12},
+        lengths=[128, 256, 512, 1024],
+    )
     options.add_argument(
         "--quick",
         action="store_true",
         help="small CPU-sized run: B=2, D=256, H=4, T up to 256, one thread",
-    )
-    for name, default in {"batch": 8, "dim": 768, "heads": 12}.items():
-        options.add_argument(f"--{name}", type=int, default=default)
-    options.add_argument(
-        "--lengths", type=int, nargs="+", default=[128, 256, 512, 1024]
     )
     args = options.parse_args()
     if args.quick:

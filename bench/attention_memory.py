@@ -36,6 +36,8 @@ Usage:
     python bench/attention_memory.py                  # B=1, H=4, d=64, T = 256 ... 8192, 1 thread
     python bench/attention_memory.py --threads 2 --block-size 256
     python bench/attention_memory.py --device cuda
+
+``--width`` is d, the width of one head.
 """
 
 from __future__ import annotations
@@ -114,19 +116,14 @@ def bench_one(
 
 
 def main() -> None:
-    options = parser(__doc__, warmup=1, repeats=3, threads=1)
-    options.add_argument("--batch", type=int, default=1)
-    options.add_argument("--heads", type=int, default=4)
-    options.add_argument(
-        "--width", type=int, default=64, help="d, the width of one head"
+    options = parser(
+        __doc__,
+        warmup=1,
+        repeats=3,
+        threads=1,
+        sizes={"batch": 1, "heads": 4, "width": 64, "block-size": 128},
+        lengths=[256, 512, 1024, 2048, 4096, 8192],
     )
-    options.add_argument(
-        "--lengths",
-        type=int,
-        nargs="+",
-        default=[256, 512, 1024, 2048, 4096, 8192],
-    )
-    options.add_argument("--block-size", type=int, default=128)
     args = options.parse_args()
     device = device_of(args)
     print(describe_device(device))

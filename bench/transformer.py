@@ -22,6 +22,8 @@ Usage:
     python bench/transformer.py                  # CPU-sized defaults (about a minute on 2 cores)
     python bench/transformer.py --threads 1      # on a CPU shared with other jobs (avoids thread contention)
     python bench/transformer.py --device cuda --batch 64 --dim 512 --ffn 2048 --heads 8 --blocks 6
+
+``--steps`` is the padded source and target length in training.
 """
 
 from __future__ import annotations
@@ -298,22 +300,18 @@ def bench_decoding(
 
 
 def main() -> None:
-    options = parser(__doc__, warmup=2, repeats=7, threads=None)
-    options.add_argument("--batch", type=int, default=32)
-    options.add_argument(
-        "--steps",
-        type=int,
-        default=32,
-        help="padded source and target length in training",
-    )
     sizes = {"vocab": 1000, "dim": 256, "ffn": 1024, "heads": 4, "blocks": 2}
-    for name, default in {**sizes, "decode-batch": 8}.items():
-        options.add_argument(f"--{name}", type=int, default=default)
+    decoding = {"decode-batch": 8, "decode-repeats": 3}
+    options = parser(
+        __doc__,
+        warmup=2,
+        repeats=7,
+        sizes={"batch": 32, "steps": 32, **sizes, **decoding},
+    )
     options.add_argument("--dropout", type=float, default=0.1)
     options.add_argument(
         "--decode-lengths", type=int, nargs="+", default=[16, 32, 64, 128]
     )
-    options.add_argument("--decode-repeats", type=int, default=3)
     args = options.parse_args()
     device = device_of(args)
 
