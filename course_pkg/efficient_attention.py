@@ -11,8 +11,9 @@ Chapter: "Attention at scale".
   multi-query attention, Shazeer 2019), so that its key/value cache is
   ``num_heads / num_kv_heads`` times smaller.
 
-Shape letters: ``B`` batch, ``H`` heads, ``Q`` queries, ``K`` key-value
-pairs, ``D`` model width (``num_hiddens``), ``d`` width of one head.
+Shape letters (see the package docstring): ``B`` batch, ``H`` heads, ``Q``
+queries, ``K`` key-value pairs, ``D`` model width (``num_hiddens``), ``d``
+width of one head, ``G`` key/value heads (``num_kv_heads``).
 
 Masks follow :func:`course_pkg.masks.masked_softmax`: ``valid_lens`` is
 None, (B,) or (B, Q) numbers of valid keys (values checked on the CPU only);
@@ -256,7 +257,7 @@ class GroupedQueryAttention(MultiHeadAttention):
                 rotary, the new keys sit at positions K_past, K_past + 1, ...).
         Returns:
             A :class:`~course_pkg.attention.KVCache` of keys and values
-            (B, num_kv_heads, K_past + K_new, d); ``past`` is not changed.
+            (B, G, K_past + K_new, d); ``past`` is not changed.
             Together they hold :meth:`kv_cache_numel` (B, K) numbers.
         Raises:
             TypeError/ValueError: on shapes that do not fit the layer.
@@ -268,7 +269,7 @@ class GroupedQueryAttention(MultiHeadAttention):
         offset = 0 if past is None else past.keys.shape[2]
         keys = self._split_heads(self.W_k(keys), self.num_kv_heads)
         if self.rotary is not None:
-            keys = self.rotary(keys, offset)  # (B, num_kv_heads, K_new, d)
+            keys = self.rotary(keys, offset)  # (B, G, K_new, d)
         new = KVCache(
             keys, self._split_heads(self.W_v(values), self.num_kv_heads)
         )
@@ -292,7 +293,7 @@ class GroupedQueryAttention(MultiHeadAttention):
 
         Args:
             queries: (B, Q, query_size), not yet projected.
-            cache: keys and values (B, num_kv_heads, K, d) from :meth:`cache`.
+            cache: keys and values (B, G, K, d) from :meth:`cache`.
             valid_lens, causal: as in ``forward`` (not checked again).
             need_weights: ignored: this layer always computes its weights.
         Returns:
@@ -306,7 +307,7 @@ class GroupedQueryAttention(MultiHeadAttention):
             self.W_q(queries)
             .view(batch_size, num_queries, *groups[1:], self.head_width)
             .permute(0, 2, 3, 1, 4)
-        )  # (B, num_kv_heads, H / num_kv_heads, Q, d)
+        )  # (B, G, H / G, Q, d)
         if self.rotary is not None:
             grouped_queries = self.rotary(
                 grouped_queries, num_keys - num_queries
@@ -325,7 +326,7 @@ class GroupedQueryAttention(MultiHeadAttention):
         heads = self.attention.dropout(weights).view(
             *groups, num_queries, num_keys
         )
-        heads = heads @ values[:, :, None]  # (B, num_kv_heads, ..., Q, d)
+        heads = heads @ values[:, :, None]  # (B, G, H / G, Q, d)
         concatenated = heads.permute(0, 3, 1, 2, 4).reshape(
             batch_size, num_queries, self.num_hiddens
         )
