@@ -263,13 +263,8 @@ class MultiHeadAttention(nn.Module):
             query_size=self.query_size,
             key_size=width if projected else self.key_size,
             value_size=width if projected else self.value_size,
+            causal=causal,
         )
-        num_queries, num_keys = queries.shape[1], keys.shape[1]
-        if causal and num_keys < num_queries:
-            raise ValueError(
-                f"causal attention needs K >= Q, got Q={num_queries}, "
-                f"K={num_keys}"
-            )
 
     def _split_heads(
         self, X: torch.Tensor, num_heads: int | None = None

@@ -32,29 +32,6 @@ from course_pkg.checks import check_positive_int, check_valid_lens
 from course_pkg.masks import masked_softmax
 from course_pkg.rotary import RotaryEmbedding
 
-# ---------------------------------------------------------------- input checks
-
-
-def _check_shape(
-    name: str, tensor: object, letters: str, sizes: tuple[int | None, ...]
-) -> None:
-    """TypeError if not a tensor, ValueError unless its shape is sizes
-    (None: any size); letters name the axes, e.g. "BHQd"."""
-    named = (a if n is None else f"{a}={n}" for a, n in zip(letters, sizes))
-    shape = f"({', '.join(named)})"
-    if not isinstance(tensor, torch.Tensor):
-        raise TypeError(
-            f"{name} must be a torch.Tensor of shape {shape}, "
-            f"got {type(tensor).__name__}"
-        )
-    if tensor.dim() != len(sizes) or any(
-        n is not None and actual != n for actual, n in zip(tensor.shape, sizes)
-    ):
-        raise ValueError(
-            f"{name} must have shape {shape}, got {tuple(tensor.shape)}"
-        )
-
-
 # --------------------------------------------------------- blockwise attention
 
 
@@ -331,3 +308,26 @@ class GroupedQueryAttention(MultiHeadAttention):
             batch_size, num_queries, self.num_hiddens
         )
         return self.W_o(concatenated)  # (B, Q, D)
+
+
+# ---------------------------------------------------------------- input checks
+
+
+def _check_shape(
+    name: str, tensor: object, letters: str, sizes: tuple[int | None, ...]
+) -> None:
+    """TypeError if not a tensor, ValueError unless its shape is sizes
+    (None: any size); letters name the axes, e.g. "BHQd"."""
+    named = (a if n is None else f"{a}={n}" for a, n in zip(letters, sizes))
+    shape = f"({', '.join(named)})"
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(
+            f"{name} must be a torch.Tensor of shape {shape}, "
+            f"got {type(tensor).__name__}"
+        )
+    if tensor.dim() != len(sizes) or any(
+        n is not None and actual != n for actual, n in zip(tensor.shape, sizes)
+    ):
+        raise ValueError(
+            f"{name} must have shape {shape}, got {tuple(tensor.shape)}"
+        )
