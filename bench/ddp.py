@@ -37,15 +37,15 @@ from torch.nn.parallel import DistributedDataParallel
 
 from course_pkg.corpus import english_french_corpus
 from course_pkg.data import translation_dataloaders
-from course_pkg.device import seed_everything
-from course_pkg.distributed import (
+from course_pkg.data_parallel import (
     all_reduce_gradients,
-    build_model,
     free_port,
     process_group,
     sharded_loader,
     train_step,
 )
+from course_pkg.device import seed_everything
+from course_pkg.distributed import build_model
 from course_pkg.seq2seq import SETTINGS
 from course_pkg.train import masked_cross_entropy
 

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.data import TensorDataset
 
-from course_pkg import distributed
+from course_pkg import data_parallel, distributed
 from course_pkg.corpus import english_french_corpus
 from course_pkg.data import translation_dataloaders
 from course_pkg.train import masked_cross_entropy
@@ -98,7 +98,7 @@ def trained(tmp_path_factory):
         }
     save_dir = tmp_path_factory.mktemp("ddp")
     context = multiprocessing.get_context("fork")
-    port = distributed.free_port()
+    port = data_parallel.free_port()
     ranks = [
         context.Process(target=_rank_main, args=(rank, port, str(save_dir)))
         for rank in range(WORLD_SIZE)
@@ -194,10 +194,10 @@ def test_gradient_accumulation_equals_the_larger_batch():
         joined = tuple(
             torch.cat(parts) for parts in zip(*micro)
         )  # (16, T) ...
-        loss_micro = distributed.train_step(
+        loss_micro = data_parallel.train_step(
             accumulated, micro, optimizers[0], pad, grad_clip=1.0
         )
-        loss_whole = distributed.train_step(
+        loss_whole = data_parallel.train_step(
             whole, [joined], optimizers[1], pad, grad_clip=1.0
         )
         assert abs(loss_micro - loss_whole) <= 1e-6
@@ -242,10 +242,10 @@ def test_the_shards_of_a_step_make_up_the_global_batch(
 ):
     dataset = TensorDataset(torch.arange(num_examples))
     global_batch = world_size * per_rank
-    one = list(distributed.sharded_loader(dataset, global_batch, 0, 1, seed))
+    one = list(data_parallel.sharded_loader(dataset, global_batch, 0, 1, seed))
     shards = [
         list(
-            distributed.sharded_loader(
+            data_parallel.sharded_loader(
                 dataset, global_batch, r, world_size, seed
             )
         )
@@ -277,14 +277,14 @@ def _torchrun_environment(
         monkeypatch.setenv(name, value)
 
 
-@pytest.mark.parametrize("variable", distributed.RENDEZVOUS_VARIABLES)
+@pytest.mark.parametrize("variable", data_parallel.RENDEZVOUS_VARIABLES)
 def test_a_missing_rendezvous_variable_is_named(monkeypatch, variable):
     _torchrun_environment(monkeypatch)
     monkeypatch.delenv(variable)
     with pytest.raises(
         ValueError, match=f"missing rendezvous variable.*{variable}.*torchrun"
     ):
-        distributed.setup_process_group("cpu")
+        data_parallel.setup_process_group("cpu")
     assert not torch.distributed.is_initialized()
 
 
@@ -297,7 +297,7 @@ def test_a_world_size_that_does_not_divide_the_global_batch(
         ValueError,
         match=f"world size \\({world_size}\\) must divide the global batch",
     ):
-        distributed.sharded_loader(dataset, global_batch, 0, world_size)
+        data_parallel.sharded_loader(dataset, global_batch, 0, world_size)
 
 
 def test_cuda_with_fewer_gpus_than_ranks(monkeypatch):
@@ -306,7 +306,7 @@ def test_cuda_with_fewer_gpus_than_ranks(monkeypatch):
     with pytest.raises(
         ValueError, match=f"{ranks} ranks on this machine but {ranks - 1} GPU"
     ):
-        distributed.setup_process_group("cuda")
+        data_parallel.setup_process_group("cuda")
     assert not torch.distributed.is_initialized()
 
 
@@ -323,13 +323,13 @@ def test_malformed_rendezvous_variables(monkeypatch, changes, message):
     for name, value in changes.items():
         monkeypatch.setenv(name, value)
     with pytest.raises(ValueError, match=message):
-        distributed.setup_process_group("cpu")
+        data_parallel.setup_process_group("cpu")
 
 
 def test_other_refusals(monkeypatch):
     _torchrun_environment(monkeypatch)
     with pytest.raises(ValueError, match="device_type must be"):
-        distributed.setup_process_group("tpu")
+        data_parallel.setup_process_group("tpu")
     with pytest.raises(ValueError, match="model must be"):
         distributed.build_model("lstm", 10, 10)
     pad, src_size, tgt_size, batches = _batches(1, 4)
@@ -339,10 +339,10 @@ def test_other_refusals(monkeypatch):
         ValueError,
         match="needs a plain \\(not DDP\\) model and a process group",
     ):
-        distributed.train_step(
+        data_parallel.train_step(
             model, batches, optimizer, pad, all_reduce_by_hand=True
         )
     with pytest.raises(ValueError, match="at least one batch"):
-        distributed.train_step(model, [], optimizer, pad)
+        data_parallel.train_step(model, [], optimizer, pad)
     with pytest.raises(RuntimeError, match="needs a process group"):
-        distributed.all_reduce_gradients(model)
+        data_parallel.all_reduce_gradients(model)
