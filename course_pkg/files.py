@@ -1,6 +1,6 @@
 """Writing files so that a crash never leaves half of one behind.
 
-Used by :func:`course_pkg.train.save_checkpoint` and
+Used by :func:`course_pkg.checkpoint.save_checkpoint` and
 :func:`course_pkg.tatoeba.download_fra_eng`.
 """
 

@@ -26,9 +26,6 @@ from torch import nn
 # The text bar: tqdm.auto warns in notebooks that lack ipywidgets.
 from tqdm import tqdm
 
-# Re-exported: checkpoints were written here before they got their module.
-from course_pkg.checkpoint import load_checkpoint as load_checkpoint
-from course_pkg.checkpoint import save_checkpoint as save_checkpoint
 from course_pkg.checks import (
     check_float_dtype,
     check_int,
@@ -177,7 +174,7 @@ def train_seq2seq(
         progress: show a tqdm bar over epochs; None shows it only when stderr
             is a terminal.
         optimizer: an optimizer over model's parameters to continue with (e.g.
-            restored by :func:`load_checkpoint`); None makes a fresh
+            restored by :func:`~course_pkg.checkpoint.load_checkpoint`); None makes a fresh
             ``Adam(lr=lr)``.
     Returns:
         dict with ``epoch_loss`` (list, token-weighted mean loss per epoch),

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from course_pkg.checkpoint import load_checkpoint, save_checkpoint
 from course_pkg.encoder_decoder import EncoderDecoder
 from course_pkg.seq2seq import (
     SETTINGS,
@@ -17,12 +18,7 @@ from course_pkg.seq2seq import (
     Seq2SeqDecoder,
     Seq2SeqEncoder,
 )
-from course_pkg.train import (
-    load_checkpoint,
-    masked_cross_entropy,
-    save_checkpoint,
-    train_seq2seq,
-)
+from course_pkg.train import masked_cross_entropy, train_seq2seq
 
 PAD, BOS, EOS, V = 0, 1, 2, 9
 
