@@ -58,10 +58,13 @@ def train_data_parallel(
     """Train ``args.model`` on this rank's shards (every rank runs this); flags as in :func:`main`.
 
     Args:
-        args: from :func:`parse_args`. info: from :func:`setup_process_group`, or None for one
-            process without a process group (on the CPU, the reference the others must match).
-        sync: ``"ddp"`` (DistributedDataParallel) or ``"hand"`` (:func:`all_reduce_gradients`);
-            ignored when info is None.
+        args: from :func:`parse_args`.
+        info: from :func:`~course_pkg.data_parallel.setup_process_group`, or None for
+            one process without a process group (on the CPU, the reference the others
+            must match).
+        sync: ``"ddp"`` (DistributedDataParallel) or ``"hand"``
+            (:func:`~course_pkg.data_parallel.all_reduce_gradients`); ignored when info
+            is None.
     Returns:
         dict with ``step_loss`` (list, global-batch losses), ``tokens_per_s`` (non-pad target
         tokens of all ranks per second), ``seconds`` and the trained ``model`` (not wrapped).
@@ -131,68 +134,56 @@ def train_data_parallel(
     }
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The command-line flags of :func:`main` (``--help`` lists them)."""
-    parser = argparse.ArgumentParser(
-        prog="torchrun --nproc_per_node=P -m course_pkg.distributed",
-        description="Data-parallel training of a course model.",
-    )
-    parser.add_argument(
-        "--model",
-        choices=("transformer", "gru", "bahdanau"),
-        default="transformer",
-    )
-    parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument(
-        "--max-steps",
-        type=int,
-        default=None,
-        help="stop each epoch after this many steps",
-    )
-    parser.add_argument(
-        "--batch-size",
-        type=int,
-        default=SETTINGS.batch_size,
-        help="global batch size G",
-    )
-    parser.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
-    parser.add_argument(
-        "--dtype",
+FLAGS: dict[str, dict] = {
+    "--model": dict(
+        choices=("transformer", "gru", "bahdanau"), default="transformer"
+    ),
+    "--epochs": dict(type=int, default=1),
+    "--max-steps": dict(
+        type=int, help="stop each epoch after this many steps"
+    ),
+    "--batch-size": dict(
+        type=int, default=SETTINGS.batch_size, help="global batch size G"
+    ),
+    "--optimizer": dict(choices=("adam", "sgd"), default="adam"),
+    "--dtype": dict(
         choices=("float32", "float64"),
         default="float32",
         help="of the parameters (float64: to check the equality of runs beyond rounding)",
-    )
-    parser.add_argument("--lr", type=float, default=0.01)
-    parser.add_argument("--grad-clip", type=float, default=SETTINGS.grad_clip)
-    parser.add_argument(
-        "--sync",
+    ),
+    "--lr": dict(type=float, default=0.01),
+    "--grad-clip": dict(type=float, default=SETTINGS.grad_clip),
+    "--sync": dict(
         choices=("ddp", "hand"),
         nargs="+",
         default=["ddp"],
         help="DistributedDataParallel and/or the hand-written all-reduce, trained in turn",
-    )
-    parser.add_argument(
-        "--device",
+    ),
+    "--device": dict(
         choices=("cpu", "cuda"),
-        default=None,
         help="default: CUDA if there is a GPU per rank, else the CPU",
-    )
-    parser.add_argument(
-        "--num-pairs",
-        type=int,
-        default=8000,
-        help="size of the generated corpus",
-    )
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--threads", type=int, default=1, help="CPU threads per process"
-    )
-    parser.add_argument(
-        "--save",
-        default=None,
+    ),
+    "--num-pairs": dict(
+        type=int, default=8000, help="size of the generated corpus"
+    ),
+    "--seed": dict(type=int, default=0),
+    "--threads": dict(type=int, default=1, help="CPU threads per process"),
+    "--save": dict(
         help="rank 0 saves {sync: {'model': state_dict, 'step_loss': [...], "
-        "'tokens_per_s': float}} to this file",
+        "'tokens_per_s': float}} to this file"
+    ),
+}
+"""The flags of :func:`main`: each flag's name and its ``argparse`` keywords."""
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command-line flags of :func:`main` (``--help`` lists them; see :data:`FLAGS`)."""
+    parser = argparse.ArgumentParser(
+        prog="torchrun --nproc_per_node=P -m course_pkg.distributed",
+        description="Data-parallel training of a course model.",
     )
+    for flag, keywords in FLAGS.items():
+        parser.add_argument(flag, **keywords)
     return parser.parse_args(argv)
 
 

@@ -1,0 +1,269 @@
+"""Draw book/figures/concept_map.svg, the concept map on the front page.
+
+The map follows the ideas, not the reading order: attention scores feed attention
+pooling, pooling is run as several heads, heads are assembled into blocks, blocks
+into the Transformer; Part II branches off the finished model. Each box names the
+chapters that teach it.
+
+Run from the repository root: `.venv/bin/python book/figures/make_concept_map.py`.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from dataclasses import dataclass
+
+import matplotlib
+
+matplotlib.use("Agg")
+# stable ids: the file only changes with the drawing
+matplotlib.rcParams["svg.hashsalt"] = "attention-tested"
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
+
+OUT = pathlib.Path(__file__).with_name("concept_map.svg")
+
+BOX_W, BOX_H = 2.3, 1.3  # box width and height, in the axes' units (inches)
+
+COLOURS = {  # face, edge
+    "rnn": ("#fff3b0", "#8c6d00"),  # attention added to a recurrent model
+    "core": ("#fde0dd", "#a50f15"),  # the chain from scores to the model
+    "today": ("#deebf7", "#08519c"),  # Part II
+}
+
+
+@dataclass(frozen=True)
+class Concept:
+    """One box: a concept, the chapters that teach it, two short lines."""
+
+    x: float
+    y: float
+    title: str
+    chapters: str
+    detail: str
+    kind: str
+
+
+CONCEPTS = {
+    "encdec": Concept(
+        1.25,
+        5.8,
+        "Encoder–decoder",
+        "ch. 1",
+        "the translation task,\nGRU, BLEU",
+        "rnn",
+    ),
+    "rnn_attention": Concept(
+        5.0,
+        5.8,
+        "Attention in an RNN",
+        "ch. 4",
+        "Bahdanau and Luong\ndecoders, alignments",
+        "rnn",
+    ),
+    "scores": Concept(
+        1.25,
+        3.6,
+        "Attention scores",
+        "ch. 3",
+        "additive, dot product,\n$\\div\\sqrt{d}$, masked softmax",
+        "core",
+    ),
+    "pooling": Concept(
+        3.75,
+        3.6,
+        "Attention pooling",
+        "ch. 2",
+        "$\\Sigma_j\\, \\alpha_{ij}\\,\\mathbf{v}_j$, a weighted\naverage of the values",
+        "core",
+    ),
+    "heads": Concept(
+        6.25,
+        3.6,
+        "Multi-head attention",
+        "ch. 5",
+        "$H$ attentions in\nparallel subspaces",
+        "core",
+    ),
+    "blocks": Concept(
+        8.75,
+        3.6,
+        "Transformer blocks",
+        "ch. 6, 7",
+        "self-attention, positions,\nFFN, add & norm",
+        "core",
+    ),
+    "model": Concept(
+        11.25,
+        3.6,
+        "The Transformer",
+        "ch. 7, 8",
+        "trained, decoded\nand analysed",
+        "core",
+    ),
+    "pretraining": Concept(
+        6.25,
+        1.2,
+        "Pretraining",
+        "ch. 9, 10",
+        "BERT (encoder only),\nGPT (decoder only)",
+        "today",
+    ),
+    "scale": Concept(
+        8.75,
+        1.2,
+        "Attention at scale",
+        "ch. 11",
+        "blockwise softmax, GQA,\nRoPE, modern block",
+        "today",
+    ),
+    "distributed": Concept(
+        11.25,
+        1.2,
+        "Several processes",
+        "ch. 12",
+        "data parallelism,\none all-reduce a step",
+        "today",
+    ),
+}
+
+# (from, to, label, dashed): an arrow reads "is used by"; a label sits above
+# the arrow's middle.
+LINKS = [
+    ("scores", "pooling", "", False),
+    ("pooling", "heads", "", False),
+    ("heads", "blocks", "", False),
+    ("blocks", "model", "", False),
+    ("encdec", "rnn_attention", "add attention", False),
+    ("pooling", "rnn_attention", "", False),
+    (
+        "rnn_attention",
+        "model",
+        "drop the recurrence",
+        True,
+    ),
+    ("model", "pretraining", "", False),
+    ("model", "scale", "", False),
+    ("model", "distributed", "", False),
+]
+
+
+def _anchor(c: Concept, towards: Concept) -> tuple[float, float]:
+    """Where an arrow leaves (or enters) box c on its way to (from) box towards."""
+    dx, dy = towards.x - c.x, towards.y - c.y
+    if abs(dy) < 1e-9:  # same row: leave through the side
+        return c.x + (BOX_W / 2 + 0.03) * (1 if dx > 0 else -1), c.y
+    # otherwise through the top or the bottom, shifted towards the other box
+    side = 1 if dy > 0 else -1
+    shift = max(-BOX_W / 3, min(BOX_W / 3, dx * 0.25))
+    return c.x + shift, c.y + side * (BOX_H / 2 + 0.03)
+
+
+def _draw_box(ax, c: Concept) -> None:
+    face, edge = COLOURS[c.kind]
+    ax.add_patch(
+        FancyBboxPatch(
+            (c.x - BOX_W / 2, c.y - BOX_H / 2),
+            BOX_W,
+            BOX_H,
+            boxstyle="round,pad=0,rounding_size=0.1",
+            facecolor=face,
+            edgecolor=edge,
+            linewidth=1.2,
+        )
+    )
+    ax.text(
+        c.x,
+        c.y + 0.4,
+        c.title,
+        ha="center",
+        va="center",
+        fontsize=10.5,
+        weight="bold",
+    )
+    ax.text(
+        c.x,
+        c.y + 0.12,
+        c.chapters,
+        ha="center",
+        va="center",
+        fontsize=9,
+        color=edge,
+        style="italic",
+    )
+    ax.text(
+        c.x,
+        c.y - 0.3,
+        c.detail,
+        ha="center",
+        va="center",
+        fontsize=9,
+        linespacing=1.45,
+    )
+
+
+def draw(ax) -> None:
+    """Draw the concept map on ax (an axes of about 12.5 x 6.5 inches)."""
+    ax.set_xlim(0.0, 12.5)
+    ax.set_ylim(0.45, 6.95)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    for c in CONCEPTS.values():
+        _draw_box(ax, c)
+    for start, end, label, dashed in LINKS:
+        a, b = CONCEPTS[start], CONCEPTS[end]
+        p0, p1 = _anchor(a, b), _anchor(b, a)
+        ax.add_patch(
+            FancyArrowPatch(
+                p0,
+                p1,
+                arrowstyle="-|>",
+                mutation_scale=15,
+                color="#444",
+                linewidth=1.2,
+                linestyle=(0, (4, 3)) if dashed else "-",
+            )
+        )
+        if label:
+            mid = ((p0[0] + p1[0]) / 2, (p0[1] + p1[1]) / 2)
+            ax.text(
+                mid[0],
+                mid[1] + 0.22,
+                label,
+                ha="center",
+                va="bottom",
+                fontsize=9,
+                style="italic",
+                color="#333",
+            )
+    ax.text(
+        0.1,
+        6.8,
+        "Part I — attention and the Transformer (chapters 1–8)",
+        fontsize=10.5,
+        weight="bold",
+        color=COLOURS["core"][1],
+        va="center",
+    )
+    ax.text(
+        0.1,
+        1.2,
+        "Part II — transformers today\n(chapters 9–12),\nbuilt on the finished model",
+        fontsize=10.5,
+        weight="bold",
+        color=COLOURS["today"][1],
+        va="center",
+        linespacing=1.4,
+    )
+
+
+def main() -> None:
+    fig, ax = plt.subplots(figsize=(12.5, 6.5))
+    draw(ax)
+    fig.savefig(OUT, bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()
