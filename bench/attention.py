@@ -23,8 +23,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from collections.abc import Callable
 
 import torch
@@ -32,40 +30,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_pkg.attention import MultiHeadAttention, copy_weights_from_torch
-from course_pkg.device import describe_device, get_device, seed_everything
+from course_pkg.device import describe_device, seed_everything
+
+from _common import device_of, interleaved_medians, parser, verdict
 
 PEER = "torch MHA"
 TARGET = 1.05
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def median_times(
-    paths: dict[str, Callable[[], object]],
-    device: torch.device,
-    warmup: int,
-    repeats: int,
-) -> dict[str, float]:
-    """Median wall time (s) of each path, after ``warmup`` untimed calls of each.
-
-    The paths take turns (one call of each per round) so that a change in the load of a shared
-    machine hits all of them alike instead of biasing whichever ran during it.
-    """
-    for _ in range(warmup):
-        for fn in paths.values():
-            fn()
-    synchronize(device)
-    times: dict[str, list[float]] = {name: [] for name in paths}
-    for _ in range(repeats):
-        for name, fn in paths.items():
-            start = time.perf_counter()
-            fn()
-            synchronize(device)
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def make_paths(
@@ -120,7 +90,7 @@ def bench_one(
                     raise AssertionError(
                         f"{name} differs from {PEER} by {error:.2e} at T={steps}"
                     )
-        forward = median_times(paths, device, args.warmup, args.repeats)
+        forward = interleaved_medians(paths, device, args.warmup, args.repeats)
 
     theirs.train(), ours.train()
     X.requires_grad_(True)
@@ -128,7 +98,9 @@ def bench_one(
         name: (lambda fn=fn: fn().sum().backward())
         for name, fn in make_paths(theirs, ours, X, args.heads).items()
     }
-    backward = median_times(train_steps, device, args.warmup, args.repeats)
+    backward = interleaved_medians(
+        train_steps, device, args.warmup, args.repeats
+    )
     if device.type == "cuda":
         for name, step in train_steps.items():
             ours.attention_weights = ours.attention.attention_weights = (
@@ -138,7 +110,7 @@ def bench_one(
             base = torch.cuda.memory_allocated(device)
             torch.cuda.reset_peak_memory_stats(device)
             step()
-            synchronize(device)
+            torch.cuda.synchronize(device)
             memory[name] = (
                 torch.cuda.max_memory_allocated(device) - base
             ) / 2**20
@@ -165,28 +137,19 @@ def print_table(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--device",
-        default=None,
-        help="cpu, cuda, ... (default: course_pkg.device.get_device())",
+    options = parser(
+        __doc__,
+        warmup=2,
+        repeats=5,
+        sizes={"batch": 8, "dim": 768, "heads": 12},
+        lengths=[128, 256, 512, 1024],
     )
-    parser.add_argument(
+    options.add_argument(
         "--quick",
         action="store_true",
-        help="small CPU-sized run: B=2, D=256, H=4, T up to 256",
+        help="small CPU-sized run: B=2, D=256, H=4, T up to 256, one thread",
     )
-    for name, default in {"batch": 8, "dim": 768, "heads": 12}.items():
-        parser.add_argument(f"--{name}", type=int, default=default)
-    parser.add_argument(
-        "--lengths", type=int, nargs="+", default=[128, 256, 512, 1024]
-    )
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument(
-        "--threads", type=int, help="default: torch's; --quick: 1"
-    )
-    args = parser.parse_args()
+    args = options.parse_args()
     if args.quick:
         args.batch, args.dim, args.heads, args.lengths, args.repeats = (
             2,
@@ -197,9 +160,7 @@ def main() -> None:
         )
         # Small problems on a shared machine: one thread avoids waiting on busy cores.
         args.threads = args.threads or 1
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    device = torch.device(args.device) if args.device else get_device()
+    device = device_of(args)
 
     print(describe_device(device))
     print(
@@ -233,18 +194,12 @@ def main() -> None:
             steps: results[steps]["ours fused"] / results[steps][PEER]
             for steps in args.lengths
         }
-        missed = [steps for steps, ratio in ratios.items() if ratio > TARGET]
-        verdict = (
-            "meets the target at every T"
-            if not missed
-            else f"MISSES the target at T={missed}"
-        )
         print(
             f"  {label:8s} "
             + "  ".join(
                 f"T={steps}: {ratio:.2f}" for steps, ratio in ratios.items()
             )
-            + f"  -> {verdict}"
+            + f"  -> {verdict(ratios, TARGET)}"
         )
 
 

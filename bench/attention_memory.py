@@ -36,31 +36,29 @@ Usage:
     python bench/attention_memory.py                  # B=1, H=4, d=64, T = 256 ... 8192, 1 thread
     python bench/attention_memory.py --threads 2 --block-size 256
     python bench/attention_memory.py --device cuda
+
+``--width`` is d, the width of one head.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 
-from course_pkg.device import get_device, seed_everything
+from course_pkg.cost import median_seconds
+from course_pkg.device import describe_device, seed_everything
 from course_pkg.efficient_attention import blockwise_attention
 from course_pkg.memory import peak_memory
 from course_pkg.scoring import DotProductAttention
 
+from _common import device_of, parser, verdict
+
 PEER = "explicit"
 MEMORY_TARGET_T, MEMORY_TARGET = 4096, 0.1
 TIME_TARGET = 3.0
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def make_paths(
@@ -85,21 +83,6 @@ def make_paths(
     }
 
 
-def median_time(
-    fn: Callable[[], object], device: torch.device, warmup: int, repeats: int
-) -> float:
-    for _ in range(warmup):
-        fn()
-    synchronize(device)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        synchronize(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def bench_one(
     steps: int, args: argparse.Namespace, device: torch.device
 ) -> dict[str, dict[str, float]]:
@@ -119,7 +102,9 @@ def bench_one(
                     f"{name} differs from sdpa by {error:.2e} at T={steps}"
                 )
             peak, largest = peak_memory(fn, device)
-            seconds = median_time(fn, device, args.warmup, args.repeats)
+            seconds = median_seconds(
+                fn, args.repeats, device, warmup=args.warmup
+            )
             results[name] = {
                 "peak": peak,
                 "largest": largest,
@@ -131,44 +116,17 @@ def bench_one(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--device",
-        default=None,
-        help="cpu, cuda, ... (default: course_pkg.device.get_device())",
+    options = parser(
+        __doc__,
+        warmup=1,
+        repeats=3,
+        threads=1,
+        sizes={"batch": 1, "heads": 4, "width": 64, "block-size": 128},
+        lengths=[256, 512, 1024, 2048, 4096, 8192],
     )
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument(
-        "--width", type=int, default=64, help="d, the width of one head"
-    )
-    parser.add_argument(
-        "--lengths",
-        type=int,
-        nargs="+",
-        default=[256, 512, 1024, 2048, 4096, 8192],
-    )
-    parser.add_argument("--block-size", type=int, default=128)
-    parser.add_argument("--warmup", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=1,
-        help="CPU threads (default 1: a shared machine)",
-    )
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    device = torch.device(args.device) if args.device else get_device()
-
-    print(
-        f"torch {torch.__version__}, device {device}"
-        + (
-            f" ({torch.cuda.get_device_name(device)})"
-            if device.type == "cuda"
-            else f", {torch.get_num_threads()} threads"
-        )
-    )
+    args = options.parse_args()
+    device = device_of(args)
+    print(describe_device(device))
     print(
         f"B={args.batch}, H={args.heads}, d={args.width}, float32, block_size={args.block_size}; forward under no_grad; "
         f"time = median of {args.repeats} after {args.warmup} warm-up"
@@ -220,28 +178,20 @@ def main() -> None:
     if MEMORY_TARGET_T in results:
         row = results[MEMORY_TARGET_T]
         ratio = row["blockwise"]["peak"] / row[PEER]["peak"]
-        verdict = "meets" if ratio <= MEMORY_TARGET else "MISSES"
+        memory_verdict = "meets" if ratio <= MEMORY_TARGET else "MISSES"
         print(
-            f"blockwise / explicit peak memory at T={MEMORY_TARGET_T}: {ratio:.3f} (target <= {MEMORY_TARGET}) -> {verdict}"
+            f"blockwise / explicit peak memory at T={MEMORY_TARGET_T}: {ratio:.3f} (target <= {MEMORY_TARGET}) -> {memory_verdict}"
         )
     time_ratios = {
         steps: row["blockwise"]["time"] / row[PEER]["time"]
         for steps, row in results.items()
     }
-    missed = [
-        steps for steps, ratio in time_ratios.items() if ratio > TIME_TARGET
-    ]
-    verdict = (
-        "meets the target at every T"
-        if not missed
-        else f"MISSES the target at T={missed}"
-    )
     print(
         "blockwise / explicit time: "
         + "  ".join(
             f"T={steps}: {ratio:.2f}" for steps, ratio in time_ratios.items()
         )
-        + f" (target <= {TIME_TARGET:.0f}; {'CPU' if device.type == 'cpu' else device.type}) -> {verdict}"
+        + f" (target <= {TIME_TARGET:.0f}; {'CPU' if device.type == 'cpu' else device.type}) -> {verdict(time_ratios, TIME_TARGET)}"
     )
 
 

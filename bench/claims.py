@@ -1,5 +1,10 @@
 """Measure the chapters' asserted training claims over seeds and CPU paths.
 
+The one driver for every chapter that asserts training results: the chapters
+in ``CLAIMS`` run as notebooks (below); ``bert`` and ``gpt`` run the
+``measure(seed)`` of ``bench/claims_bert.py`` and ``bench/claims_gpt.py``,
+which train exactly what those chapters train, with the same functions.
+
 A chapter that trains a model prints numbers that differ from machine to
 machine (CPUs take different SIMD paths, so training diverges in the last
 digits and then more). Its cells therefore assert claims with floors, and the
@@ -24,8 +29,9 @@ of the last, as ``make notebooks-portable`` runs the notebooks).
 
 Usage::
 
-    python bench/claims.py                      # 6 chapters x seeds 0-2 x 2 paths
-    python bench/claims.py --notebooks bahdanau --seeds 0 --paths default
+    python bench/claims.py                      # every chapter x seeds 0-2 x 2 paths
+    python bench/claims.py --chapters bahdanau --seeds 0 --paths default
+    python bench/claims.py --chapters bert gpt --jobs 2
 """
 
 from __future__ import annotations
@@ -37,6 +43,10 @@ import os
 import pathlib
 import subprocess
 import sys
+from collections.abc import Callable
+
+import claims_bert
+import claims_gpt
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -99,6 +109,13 @@ CLAIMS: dict[str, dict[str, str]] = {
     },
 }
 
+# Chapters measured by a function of one seed instead of their notebook.
+MEASURES: dict[str, Callable[[int], dict[str, float]]] = {
+    "bert": claims_bert.measure,
+    "gpt": claims_gpt.measure,
+}
+CHAPTERS = [*CLAIMS, *MEASURES]
+
 PATHS: dict[str, dict[str, str]] = {
     "native": {},
     "default": {"ATEN_CPU_CAPABILITY": "default"},
@@ -116,7 +133,9 @@ seed_everything({seed})"""
 
 
 def run_one(notebook: str, seed: int) -> dict[str, float]:
-    """Execute one chapter with one seed in this process's environment."""
+    """Measure one chapter with one seed in this process's environment."""
+    if notebook in MEASURES:
+        return MEASURES[notebook](seed)
     import nbformat
     from nbclient import NotebookClient
 
@@ -152,8 +171,9 @@ def run_one(notebook: str, seed: int) -> dict[str, float]:
 
 def run_in_subprocess(notebook: str, seed: int, path: str) -> dict[str, float]:
     """Run one (chapter, seed) under one CPU path, in a fresh process."""
+    chosen = {"ATEN_CPU_CAPABILITY", "MKL_CBWR"}  # set by the path alone
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k not in chosen},
         **PATHS[path],
         "PYTHONOPTIMIZE": "1",
         "PYTHONHASHSEED": "0",
@@ -171,7 +191,7 @@ def run_in_subprocess(notebook: str, seed: int, path: str) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--notebooks", nargs="+", default=list(CLAIMS), choices=list(CLAIMS)
+        "--chapters", nargs="+", default=CHAPTERS, choices=CHAPTERS
     )
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument(
@@ -188,7 +208,7 @@ def main() -> None:
     parser.add_argument(
         "--worker",
         nargs=2,
-        metavar=("NOTEBOOK", "SEED"),
+        metavar=("CHAPTER", "SEED"),
         help=argparse.SUPPRESS,
     )
     args = parser.parse_args()
@@ -203,7 +223,7 @@ def main() -> None:
     )
     runs = [
         (nb, seed, path)
-        for nb in args.notebooks
+        for nb in args.chapters
         for seed in args.seeds
         for path in args.paths
     ]
@@ -231,7 +251,7 @@ def main() -> None:
                         + "\n"
                     )
     columns = [(seed, path) for seed in args.seeds for path in args.paths]
-    for notebook in args.notebooks:
+    for notebook in args.chapters:
         print(f"\n## {notebook} (columns: seed/path)\n")
         header = (
             "| claim | "
@@ -240,7 +260,7 @@ def main() -> None:
         )
         print(header)
         print("|" + "---|" * (len(columns) + 3))
-        for claim in CLAIMS[notebook]:
+        for claim in values[(notebook, *columns[0])]:
             row = [values[(notebook, s, p)][claim] for s, p in columns]
             cells = " | ".join(f"{v:.3f}" for v in row)
             print(f"| {claim} | {cells} | {min(row):.3f} | {max(row):.3f} |")

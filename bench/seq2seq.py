@@ -16,50 +16,34 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-
-import torch
 
 from course_pkg.corpus import english_french_corpus
 from course_pkg.data import translation_dataloaders
 from course_pkg.decode import translate
-from course_pkg.device import get_device, seed_everything
+from course_pkg.device import describe_device, seed_everything
 from course_pkg.metrics import corpus_bleu
 from course_pkg.seq2seq import SETTINGS, seq2seq_model
 from course_pkg.train import train_seq2seq
 
+from _common import device_of, parser
+
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--device",
-        default=None,
-        help="torch device (default: course_pkg.device.get_device())",
-    )
-    parser.add_argument(
+    options = parser(__doc__)
+    options.add_argument(
         "--epochs",
         type=int,
         default=SETTINGS.num_epochs,
         help="epochs per model (default: the chapters')",
     )
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="torch CPU threads (default: torch's choice)",
-    )
-    parser.add_argument(
+    options.add_argument(
         "--bf16", action="store_true", help="bfloat16 autocast (CUDA only)"
     )
-    args = parser.parse_args()
-    device = torch.device(args.device) if args.device else get_device()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    args = options.parse_args()
+    device = device_of(args)
     settings = dataclasses.replace(SETTINGS, num_epochs=args.epochs)
-    print(
-        f"device {device}, torch {torch.__version__}, threads {torch.get_num_threads()}"
-    )
+    print(describe_device(device))
     print(f"settings {settings.as_dict()}")
 
     splits = english_french_corpus(seed=settings.seed)

@@ -22,14 +22,14 @@ Usage:
     python bench/transformer.py                  # CPU-sized defaults (about a minute on 2 cores)
     python bench/transformer.py --threads 1      # on a CPU shared with other jobs (avoids thread contention)
     python bench/transformer.py --device cuda --batch 64 --dim 512 --ffn 2048 --heads 8 --blocks 6
+
+``--steps`` is the padded source and target length in training.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import statistics
-import time
 from collections.abc import Callable
 
 import torch
@@ -37,9 +37,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_pkg.attention import copy_weights_from_torch
-from course_pkg.device import describe_device, get_device, seed_everything
+from course_pkg.cost import median_seconds
+from course_pkg.device import describe_device, seed_everything
 from course_pkg.positional import PositionalEncoding
 from course_pkg.transformer import Transformer
+
+from _common import device_of, interleaved_medians, parser
 
 TARGET = 0.9
 
@@ -138,27 +141,6 @@ def copy_from_torch(ours: Transformer, theirs: TorchTransformer) -> None:
 # ----------------------------------------------------------------------------- timing
 
 
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def median_time(
-    fn: Callable[[], object], device: torch.device, warmup: int, repeats: int
-) -> float:
-    """Median wall time of fn() in seconds, after ``warmup`` untimed calls."""
-    for _ in range(warmup):
-        fn()
-    synchronize(device)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        synchronize(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def make_batch(args: argparse.Namespace, device: torch.device):
     gen = torch.Generator().manual_seed(0)
     src = torch.randint(0, args.vocab, (args.batch, args.steps), generator=gen)
@@ -244,15 +226,8 @@ def bench_training(
         ),
     }
     tokens = dec_in.numel()
-    times = {name: [] for name in paths}
-    for fn in paths.values():
-        for _ in range(args.warmup):
-            fn()
-    # Interleaved rounds, so that a slow spell of a shared machine hits every path alike.
-    for _ in range(args.repeats):
-        for name, fn in paths.items():
-            times[name].append(median_time(fn, device, 0, 1))
-    return {name: tokens / statistics.median(t) for name, t in times.items()}
+    seconds = interleaved_medians(paths, device, args.warmup, args.repeats)
+    return {name: tokens / time for name, time in seconds.items()}
 
 
 @torch.no_grad()
@@ -311,13 +286,13 @@ def bench_decoding(
                 f"cached and uncached greedy decoding disagree at {num_steps} steps"
             )
         results[num_steps] = {
-            name: median_time(
+            name: median_seconds(
                 lambda c=use_cache, n=num_steps: greedy(
                     model, src, src_lens, n, c
                 ),
-                device,
-                0,
                 args.decode_repeats,
+                device,
+                warmup=0,
             )
             for name, use_cache in (("cached", True), ("uncached", False))
         }
@@ -325,34 +300,20 @@ def bench_decoding(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", help="default: get_device()")
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument(
-        "--steps",
-        type=int,
-        default=32,
-        help="padded source and target length in training",
-    )
     sizes = {"vocab": 1000, "dim": 256, "ffn": 1024, "heads": 4, "blocks": 2}
-    timing = {"warmup": 2, "repeats": 7, "decode-batch": 8}
-    for name, default in {**sizes, **timing}.items():
-        parser.add_argument(f"--{name}", type=int, default=default)
-    parser.add_argument("--dropout", type=float, default=0.1)
-    parser.add_argument(
+    decoding = {"decode-batch": 8, "decode-repeats": 3}
+    options = parser(
+        __doc__,
+        warmup=2,
+        repeats=7,
+        sizes={"batch": 32, "steps": 32, **sizes, **decoding},
+    )
+    options.add_argument("--dropout", type=float, default=0.1)
+    options.add_argument(
         "--decode-lengths", type=int, nargs="+", default=[16, 32, 64, 128]
     )
-    parser.add_argument("--decode-repeats", type=int, default=3)
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="CPU threads (default: torch's); 1 on a machine shared with other jobs",
-    )
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    device = torch.device(args.device) if args.device else get_device()
+    args = options.parse_args()
+    device = device_of(args)
 
     cuda_note = ", bf16 autocast" if device.type == "cuda" else ""
     print(describe_device(device) + cuda_note)

@@ -86,6 +86,9 @@ class MultiHeadAttention(nn.Module):
         dropout: dropout probability on the attention weights.
         bias: whether the four projections have a bias.
         query_size, key_size, value_size: input widths (default D).
+        kv_width: the output width of W_k and W_v (default D; narrower in
+            :class:`course_pkg.efficient_attention.GroupedQueryAttention`,
+            whose query heads share key/value heads).
     Attributes:
         attention_weights: (B, H, Q, K) weights of the last forward call, or
             None after a fused call.
@@ -103,6 +106,7 @@ class MultiHeadAttention(nn.Module):
         query_size: int | None = None,
         key_size: int | None = None,
         value_size: int | None = None,
+        kv_width: int | None = None,
     ):
         super().__init__()
         if num_heads <= 0 or num_hiddens % num_heads != 0:
@@ -114,10 +118,11 @@ class MultiHeadAttention(nn.Module):
         self.query_size = query_size or num_hiddens
         self.key_size = key_size or num_hiddens
         self.value_size = value_size or num_hiddens
+        self.kv_width = kv_width or num_hiddens
         self.attention = DotProductAttention(dropout)
         self.W_q = nn.Linear(self.query_size, num_hiddens, bias=bias)
-        self.W_k = nn.Linear(self.key_size, num_hiddens, bias=bias)
-        self.W_v = nn.Linear(self.value_size, num_hiddens, bias=bias)
+        self.W_k = nn.Linear(self.key_size, self.kv_width, bias=bias)
+        self.W_v = nn.Linear(self.value_size, self.kv_width, bias=bias)
         self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
         self.attention_weights: torch.Tensor | None = None
 
@@ -147,7 +152,7 @@ class MultiHeadAttention(nn.Module):
             TypeError, ValueError: on inputs that do not fit each other or
                 the layer.
         """
-        self._check(queries, keys, values, valid_lens, projected=False)
+        self._check(queries, keys, values, valid_lens, causal, projected=False)
         return self.attend(
             queries,
             self.cache(keys, values),
@@ -205,7 +210,7 @@ class MultiHeadAttention(nn.Module):
             TypeError, ValueError: on inputs that do not fit each other or
                 the layer.
         """
-        self._check(queries, *cache, valid_lens, projected=True)
+        self._check(queries, *cache, valid_lens, causal, projected=True)
         batch_size, num_queries = queries.shape[:2]
         heads = self.num_heads
         if not need_weights:
@@ -244,11 +249,12 @@ class MultiHeadAttention(nn.Module):
         keys: torch.Tensor,
         values: torch.Tensor,
         valid_lens: torch.Tensor | None,
+        causal: bool,
         projected: bool,
     ) -> None:
         """The checks of :meth:`forward` (raw keys and values) and of
-        :meth:`attend` (projected ones, of width D)."""
-        width = self.num_hiddens
+        :meth:`attend` (projected ones, of width kv_width)."""
+        width = self.kv_width
         check_attention_inputs(
             queries,
             keys,
@@ -257,15 +263,17 @@ class MultiHeadAttention(nn.Module):
             query_size=self.query_size,
             key_size=width if projected else self.key_size,
             value_size=width if projected else self.value_size,
+            causal=causal,
         )
 
-    def _split_heads(self, X: torch.Tensor) -> torch.Tensor:
-        """(B, T, D) -> (B, H, T, D/H) as a view: the fused path copies
-        nothing, which makes it as fast as ``torch.nn.MultiheadAttention``
-        (bench/attention.py)."""
-        return X.view(X.shape[0], X.shape[1], self.num_heads, -1).transpose(
-            1, 2
-        )
+    def _split_heads(
+        self, X: torch.Tensor, num_heads: int | None = None
+    ) -> torch.Tensor:
+        """(B, T, num_heads * D/H) -> (B, num_heads, T, D/H) as a view
+        (num_heads: default H): the fused path copies nothing, which makes it
+        as fast as ``torch.nn.MultiheadAttention`` (bench/attention.py)."""
+        heads = self.num_heads if num_heads is None else num_heads
+        return X.view(X.shape[0], X.shape[1], heads, -1).transpose(1, 2)
 
 
 @torch.no_grad()

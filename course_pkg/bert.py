@@ -17,75 +17,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from course_pkg.checks import check_token_ids, check_valid_lens
 from course_pkg.transformer_blocks import TransformerEncoderBlock
 
 # The label of unselected positions (cross_entropy's default ignore_index).
 IGNORE_INDEX = -100
-
-# ------------------------------------------------------------ input checks
-
-
-def _not_integer(tensor: torch.Tensor) -> bool:
-    dtype = tensor.dtype
-    return dtype.is_floating_point or dtype.is_complex or dtype == torch.bool
-
-
-def _check_ids(name: str, X: torch.Tensor, high: int) -> None:
-    if not isinstance(X, torch.Tensor):
-        raise TypeError(
-            f"{name} must be a torch.Tensor of shape (B, T), "
-            f"got {type(X).__name__}"
-        )
-    if _not_integer(X):
-        raise TypeError(f"{name} must hold integer ids, got dtype {X.dtype}")
-    if X.dim() != 2:
-        raise ValueError(
-            f"{name} must have shape (B, T), got {tuple(X.shape)}"
-        )
-    # Values are read on the CPU only: elsewhere reading forces a sync.
-    if X.device.type == "cpu" and X.numel() > 0:
-        low_seen, high_seen = int(X.min()), int(X.max())
-        if low_seen < 0 or high_seen >= high:
-            raise ValueError(
-                f"{name} must hold ids in [0, {high}), "
-                f"got [{low_seen}, {high_seen}]"
-            )
-
-
-def _check_lens(valid_lens: torch.Tensor | None, shape: torch.Size) -> None:
-    if valid_lens is None:
-        return
-    batch_size, num_steps = shape
-    if not isinstance(valid_lens, torch.Tensor):
-        raise TypeError(
-            f"valid_lens must be a torch.Tensor of shape (B,)=({batch_size},)"
-            f", got {type(valid_lens).__name__}"
-        )
-    if _not_integer(valid_lens):
-        raise TypeError(
-            f"valid_lens must hold integers, got dtype {valid_lens.dtype}"
-        )
-    if tuple(valid_lens.shape) != (batch_size,):
-        raise ValueError(
-            f"valid_lens must have shape (B,)=({batch_size},), "
-            f"got {tuple(valid_lens.shape)}"
-        )
-    if valid_lens.device.type == "cpu" and valid_lens.numel() > 0:
-        low, high = int(valid_lens.min()), int(valid_lens.max())
-        if low < 0 or high > num_steps:
-            raise ValueError(
-                f"valid_lens must lie in [0, T={num_steps}], "
-                f"got [{low}, {high}]"
-            )
-
-
-def _check_int(name: str, value: int, low: int, high: int | None) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < low or (high is not None and value >= high):
-        upper = "" if high is None else f" and < {high}"
-        raise ValueError(f"{name} must be >= {low}{upper}, got {value}")
-
 
 # ----------------------------------------------------------------- masking
 
@@ -127,10 +63,10 @@ def mask_tokens(
     _check_int("vocab_size", vocab_size, 2, None)
     _check_int("num_special", num_special, 1, vocab_size)
     _check_int("mask_id", mask_id, 0, num_special)
-    _check_ids("tokens", tokens, vocab_size)
+    check_token_ids("tokens", tokens, vocab_size)
     if valid_lens is None:
         raise TypeError("valid_lens must be a torch.Tensor of shape (B,)")
-    _check_lens(valid_lens, tokens.shape)
+    check_valid_lens("valid_lens", valid_lens, *tokens.shape)
     if not isinstance(mask_prob, (int, float)) or isinstance(mask_prob, bool):
         raise TypeError(f"mask_prob must be a float, got {mask_prob!r}")
     if not 0.0 <= mask_prob <= 1.0:
@@ -223,14 +159,14 @@ class BERTEncoder(nn.Module):
             TypeError/ValueError: naming the argument, on a wrong dtype or
                 shape, ids out of range or T > max_len.
         """
-        _check_ids("tokens", tokens, self.vocab_size)
-        _check_ids("segments", segments, 2)
+        check_token_ids("tokens", tokens, self.vocab_size)
+        check_token_ids("segments", segments, 2)
         if segments.shape != tokens.shape:
             raise ValueError(
                 "segments must have the shape of tokens, "
                 f"{tuple(tokens.shape)}, got {tuple(segments.shape)}"
             )
-        _check_lens(valid_lens, tokens.shape)
+        check_valid_lens("valid_lens", valid_lens, *tokens.shape)
         if tokens.shape[1] > self.max_len:
             raise ValueError(
                 f"tokens must have T <= max_len={self.max_len}, "
@@ -244,14 +180,6 @@ class BERTEncoder(nn.Module):
 
 
 # ------------------------------------------------------------------- heads
-
-
-def _check_outputs(X: torch.Tensor, num_hiddens: int, min_len: int) -> None:
-    if X.dim() != 3 or X.shape[1] < min_len or X.shape[-1] != num_hiddens:
-        raise ValueError(
-            f"X must have shape (B, T >= {min_len}, {num_hiddens}), "
-            f"got {tuple(X.shape)}"
-        )
 
 
 class MaskLM(nn.Module):
@@ -397,3 +325,22 @@ class BERTClassifier(nn.Module):
             # (B, 1, D); clamp: an empty row gives zeros, not NaN
             encoded = total / real.sum(dim=1).clamp(min=1)[:, None, None]
         return self.classifier(encoded)
+
+
+# ------------------------------------------------------------ input checks
+
+
+def _check_int(name: str, value: int, low: int, high: int | None) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < low or (high is not None and value >= high):
+        upper = "" if high is None else f" and < {high}"
+        raise ValueError(f"{name} must be >= {low}{upper}, got {value}")
+
+
+def _check_outputs(X: torch.Tensor, num_hiddens: int, min_len: int) -> None:
+    if X.dim() != 3 or X.shape[1] < min_len or X.shape[-1] != num_hiddens:
+        raise ValueError(
+            f"X must have shape (B, T >= {min_len}, {num_hiddens}), "
+            f"got {tuple(X.shape)}"
+        )

@@ -89,9 +89,9 @@ def check_last_dim(
     """Refuse a tensor whose last dimension is not ``expected``.
 
     Raises:
-        ValueError: if ``tensor.shape[-1] != expected``.
+        ValueError: if ``tensor.shape[-1] != expected`` (or it has no axis).
     """
-    if tensor.shape[-1] != expected:
+    if tensor.dim() < 1 or tensor.shape[-1] != expected:
         raise ValueError(
             f"{name} must have shape {shape} with last dim {expected}, "
             f"got {tuple(tensor.shape)}"
@@ -221,6 +221,7 @@ def check_attention_inputs(
     query_size: int | None = None,
     key_size: int | None = None,
     value_size: int | None = None,
+    causal: bool = False,
 ) -> None:
     """Everything an attention layer checks before it computes anything.
 
@@ -230,11 +231,13 @@ def check_attention_inputs(
             in [0, K].
         query_size, key_size, value_size: the widths the layer expects (None:
             any width).
+        causal: whether the layer will hide later keys, which needs K >= Q
+            (the queries are the last Q of the K positions).
     Raises:
         TypeError: if an argument is not a tensor, or valid_lens is not
             integer.
-        ValueError: if a shape does not fit the others or the layer, or a
-            length is outside [0, K] (on the CPU).
+        ValueError: if a shape does not fit the others or the layer, a
+            length is outside [0, K] (on the CPU), or causal with K < Q.
     """
     check_qkv(queries, keys, values)
     for name, tensor, size, shape in (
@@ -245,13 +248,14 @@ def check_attention_inputs(
         if size is not None:
             check_last_dim(name, tensor, size, shape)
     batch_size, num_queries = queries.shape[:2]
+    num_keys = keys.shape[1]
     check_valid_lens(
-        "valid_lens",
-        valid_lens,
-        batch_size,
-        keys.shape[1],
-        num_queries=num_queries,
+        "valid_lens", valid_lens, batch_size, num_keys, num_queries=num_queries
     )
+    if causal and num_keys < num_queries:
+        raise ValueError(
+            f"causal attention needs K >= Q, got Q={num_queries}, K={num_keys}"
+        )
 
 
 def check_shape(

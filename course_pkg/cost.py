@@ -73,23 +73,31 @@ def call_seconds(
     fn: Callable[[], object],
     repeats: int = 3,
     device: torch.device | str | None = None,
+    *,
+    warmup: int = 1,
 ) -> list[float]:
-    """Seconds taken by each of ``repeats`` calls of ``fn()``, after one
-    warm-up call.
+    """Seconds taken by each of ``repeats`` calls of ``fn()``, after
+    ``warmup`` untimed calls.
 
     Args:
         fn: a callable with no arguments. repeats: how many timed calls.
         device: when it is a CUDA device, wait for it before and after each
             call, so that a call's time is its own.
+        warmup: untimed calls first, >= 0.
     Returns:
         A list of ``repeats`` durations in seconds.
     Raises:
-        TypeError: if repeats is not an int.
-        ValueError: if repeats < 1.
+        TypeError: if repeats or warmup is not an int.
+        ValueError: if repeats < 1 or warmup < 0.
     """
     check_positive_int("repeats", repeats)
+    if isinstance(warmup, bool) or not isinstance(warmup, int):
+        raise TypeError(f"warmup must be an int, got {type(warmup).__name__}")
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup}")
     cuda = device is not None and torch.device(device).type == "cuda"
-    fn()
+    for _ in range(warmup):
+        fn()
     seconds = []
     for _ in range(repeats):
         if cuda:
@@ -120,7 +128,9 @@ def median_seconds(
     fn: Callable[[], object],
     repeats: int = 5,
     device: torch.device | str | None = None,
+    *,
+    warmup: int = 1,
 ) -> float:
     """The median of :func:`call_seconds` (the middle call for an odd
     ``repeats``): an illustration, like :func:`fastest_seconds`."""
-    return statistics.median(call_seconds(fn, repeats, device))
+    return statistics.median(call_seconds(fn, repeats, device, warmup=warmup))

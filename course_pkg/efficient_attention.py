@@ -11,8 +11,9 @@ Chapter: "Attention at scale".
   multi-query attention, Shazeer 2019), so that its key/value cache is
   ``num_heads / num_kv_heads`` times smaller.
 
-Shape letters: ``B`` batch, ``H`` heads, ``Q`` queries, ``K`` key-value
-pairs, ``D`` model width (``num_hiddens``), ``d`` width of one head.
+Shape letters (see the package docstring): ``B`` batch, ``H`` heads, ``Q``
+queries, ``K`` key-value pairs, ``D`` model width (``num_hiddens``), ``d``
+width of one head, ``G`` key/value heads (``num_kv_heads``).
 
 Masks follow :func:`course_pkg.masks.masked_softmax`: ``valid_lens`` is
 None, (B,) or (B, Q) numbers of valid keys (values checked on the CPU only);
@@ -25,71 +26,11 @@ from __future__ import annotations
 import math
 
 import torch
-from torch import nn
 
+from course_pkg.attention import KVCache, MultiHeadAttention
+from course_pkg.checks import check_positive_int, check_valid_lens
 from course_pkg.masks import masked_softmax
 from course_pkg.rotary import RotaryEmbedding
-
-# ---------------------------------------------------------------- input checks
-
-
-_INTEGER_DTYPES = (
-    torch.int8,
-    torch.int16,
-    torch.int32,
-    torch.int64,
-    torch.uint8,
-)
-
-
-def _check_shape(
-    name: str, tensor: object, letters: str, sizes: tuple[int | None, ...]
-) -> None:
-    """TypeError if not a tensor, ValueError unless its shape is sizes
-    (None: any size); letters name the axes, e.g. "BHQd"."""
-    named = (a if n is None else f"{a}={n}" for a, n in zip(letters, sizes))
-    shape = f"({', '.join(named)})"
-    if not isinstance(tensor, torch.Tensor):
-        raise TypeError(
-            f"{name} must be a torch.Tensor of shape {shape}, "
-            f"got {type(tensor).__name__}"
-        )
-    if tensor.dim() != len(sizes) or any(
-        n is not None and actual != n for actual, n in zip(tensor.shape, sizes)
-    ):
-        raise ValueError(
-            f"{name} must have shape {shape}, got {tuple(tensor.shape)}"
-        )
-
-
-def _check_lens(
-    valid_lens: object, batch_size: int, num_queries: int, num_keys: int
-) -> None:
-    if valid_lens is None:
-        return
-    expected = f"(B,)=({batch_size},) or (B, Q)=({batch_size}, {num_queries})"
-    if not isinstance(valid_lens, torch.Tensor):
-        raise TypeError(
-            f"valid_lens must be a torch.Tensor of shape {expected}, "
-            f"got {type(valid_lens).__name__}"
-        )
-    if valid_lens.dtype not in _INTEGER_DTYPES:
-        raise TypeError(
-            f"valid_lens must hold integers, got dtype {valid_lens.dtype}"
-        )
-    if valid_lens.shape not in ((batch_size,), (batch_size, num_queries)):
-        raise ValueError(
-            f"valid_lens must have shape {expected}, "
-            f"got {tuple(valid_lens.shape)}"
-        )
-    if valid_lens.device.type == "cpu" and valid_lens.numel() > 0:
-        low, high = int(valid_lens.min()), int(valid_lens.max())
-        if low < 0 or high > num_keys:
-            raise ValueError(
-                f"valid_lens must lie in [0, K={num_keys}], "
-                f"got [{low}, {high}]"
-            )
-
 
 # --------------------------------------------------------- blockwise attention
 
@@ -152,7 +93,9 @@ def blockwise_attention(
         raise ValueError(
             f"causal attention needs K >= Q, got Q={num_queries}, K={num_keys}"
         )
-    _check_lens(valid_lens, batch_size, num_queries, num_keys)
+    check_valid_lens(
+        "valid_lens", valid_lens, batch_size, num_keys, num_queries=num_queries
+    )
 
     scale = 1.0 / math.sqrt(head_width)
     lens = None
@@ -201,7 +144,7 @@ def blockwise_attention(
 # ------------------------------------------------------ grouped-query attention
 
 
-class GroupedQueryAttention(nn.Module):
+class GroupedQueryAttention(MultiHeadAttention):
     """Multi-head attention whose H query heads share num_kv_heads key/value
     heads.
 
@@ -209,7 +152,9 @@ class GroupedQueryAttention(nn.Module):
     ``torch.nn.functional.scaled_dot_product_attention(..., enable_gqa=True)``.
     With num_kv_heads == H it is :class:`course_pkg.attention.MultiHeadAttention`
     (same parameter names and shapes); with num_kv_heads == 1 it is
-    multi-query attention.
+    multi-query attention. It inherits ``forward`` and the checks of
+    :class:`~course_pkg.attention.MultiHeadAttention`; what differs is the
+    cache (the key/value heads, each d wide) and :meth:`attend`.
 
     Args:
         num_hiddens: D, the width of the query projection and of the output;
@@ -244,33 +189,28 @@ class GroupedQueryAttention(nn.Module):
         key_size: int | None = None,
         value_size: int | None = None,
     ):
-        super().__init__()
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-        sizes = {"num_hiddens": num_hiddens, "num_heads": num_heads}
-        for name, size in {**sizes, "num_kv_heads": num_kv_heads}.items():
-            if not isinstance(size, int) or isinstance(size, bool):
-                raise TypeError(f"{name} must be an int, got {size!r}")
-            if size <= 0:
-                raise ValueError(f"{name} must be positive, got {size}")
-        if num_hiddens % num_heads or num_heads % num_kv_heads:
+        check_positive_int("num_hiddens", num_hiddens)
+        check_positive_int("num_heads", num_heads)
+        check_positive_int("num_kv_heads", num_kv_heads)
+        if num_heads % num_kv_heads:
             raise ValueError(
-                f"num_hiddens ({num_hiddens}) must be divisible by num_heads "
-                f"({num_heads}), and num_heads by num_kv_heads ({num_kv_heads})"
+                f"num_heads ({num_heads}) must be divisible by num_kv_heads "
+                f"({num_kv_heads})"
             )
-        self.num_hiddens, self.num_heads = num_hiddens, num_heads
-        self.num_kv_heads = num_kv_heads
-        self.head_width = num_hiddens // num_heads
-        self.query_size = query_size or num_hiddens
-        self.key_size = key_size or num_hiddens
-        self.value_size = value_size or num_hiddens
-        kv_width = num_kv_heads * self.head_width
-        self.W_q = nn.Linear(self.query_size, num_hiddens, bias=bias)
-        self.W_k = nn.Linear(self.key_size, kv_width, bias=bias)
-        self.W_v = nn.Linear(self.value_size, kv_width, bias=bias)
-        self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
-        self.dropout = nn.Dropout(dropout)
-        self.rotary = RotaryEmbedding(self.head_width) if rotary else None
-        self.attention_weights: torch.Tensor | None = None
+        head_width = num_hiddens // num_heads
+        super().__init__(
+            num_hiddens,
+            num_heads,
+            dropout,
+            bias,
+            query_size=query_size,
+            key_size=key_size,
+            value_size=value_size,
+            kv_width=num_kv_heads * head_width,
+        )
+        self.num_kv_heads, self.head_width = num_kv_heads, head_width
+        self.rotary = RotaryEmbedding(head_width) if rotary else None
 
     def kv_cache_numel(self, batch_size: int, num_steps: int) -> int:
         """Number of cached numbers for batch_size sequences of num_steps
@@ -279,18 +219,23 @@ class GroupedQueryAttention(nn.Module):
         return 2 * batch_size * num_steps * self.num_kv_heads * self.head_width
 
     def cache(
-        self, keys: torch.Tensor, values: torch.Tensor, offset: int = 0
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Project and split keys and values into their heads: what a decoder
-        caches.
+        self,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        past: KVCache | None = None,
+    ) -> KVCache:
+        """Project new keys and values, split them into their key/value
+        heads, and append them to those of ``past``: what a decoder caches.
 
         Args:
-            keys: (B, K, key_size).
-            values: (B, K, value_size).
-            offset: position of the first key (rotary only; for appending).
+            keys: (B, K_new, key_size).
+            values: (B, K_new, value_size).
+            past: None, or the cache of the K_past positions before (with
+                rotary, the new keys sit at positions K_past, K_past + 1, ...).
         Returns:
-            keys (B, num_kv_heads, K, d) and values (B, num_kv_heads, K, d);
-            together they hold :meth:`kv_cache_numel` (B, K) numbers.
+            A :class:`~course_pkg.attention.KVCache` of keys and values
+            (B, G, K_past + K_new, d); ``past`` is not changed.
+            Together they hold :meth:`kv_cache_numel` (B, K) numbers.
         Raises:
             TypeError/ValueError: on shapes that do not fit the layer.
         """
@@ -298,75 +243,40 @@ class GroupedQueryAttention(nn.Module):
         _check_shape(
             "values", values, "BKv", (*keys.shape[:2], self.value_size)
         )
-        batch_size, num_keys = keys.shape[:2]
-
-        def split(X: torch.Tensor) -> torch.Tensor:
-            return X.view(
-                batch_size, num_keys, self.num_kv_heads, self.head_width
-            ).transpose(1, 2)
-
-        keys = split(self.W_k(keys))  # (B, num_kv_heads, K, d)
+        offset = 0 if past is None else past.keys.shape[2]
+        keys = self._split_heads(self.W_k(keys), self.num_kv_heads)
         if self.rotary is not None:
-            keys = self.rotary(keys, offset)
-        return keys, split(self.W_v(values))
+            keys = self.rotary(keys, offset)  # (B, G, K_new, d)
+        new = KVCache(
+            keys, self._split_heads(self.W_v(values), self.num_kv_heads)
+        )
+        if past is None:
+            return new
+        return KVCache(
+            torch.cat([past.keys, new.keys], dim=2),
+            torch.cat([past.values, new.values], dim=2),
+        )
 
-    def forward(
+    def attend(
         self,
         queries: torch.Tensor,
-        keys: torch.Tensor,
-        values: torch.Tensor,
+        cache: KVCache,
         valid_lens: torch.Tensor | None = None,
         *,
         causal: bool = False,
+        need_weights: bool = True,
     ) -> torch.Tensor:
-        """Attend with H query heads over num_kv_heads key/value heads.
-
-        Args:
-            queries: (B, Q, query_size).
-            keys: (B, K, key_size).
-            values: (B, K, value_size).
-            valid_lens: None, (B,) or (B, Q) numbers of valid keys.
-            causal: hide keys after each query (needs K >= Q).
-        Returns:
-            (B, Q, D).
-        Raises:
-            TypeError/ValueError: on shapes that do not fit each other or the
-                layer.
-        """
-        _check_shape("queries", queries, "BQq", (None, None, self.query_size))
-        _check_shape(
-            "keys", keys, "BKk", (queries.shape[0], None, self.key_size)
-        )
-        batch_size, num_queries = queries.shape[:2]
-        if causal and keys.shape[1] < num_queries:
-            raise ValueError(
-                f"causal attention needs K >= Q, got Q={num_queries}, "
-                f"K={keys.shape[1]}"
-            )
-        _check_lens(valid_lens, batch_size, num_queries, keys.shape[1])
-        cached_keys, cached_values = self.cache(keys, values)
-        return self.attend_cached(
-            queries, cached_keys, cached_values, valid_lens, causal=causal
-        )
-
-    def attend_cached(
-        self,
-        queries: torch.Tensor,
-        keys: torch.Tensor,
-        values: torch.Tensor,
-        valid_lens: torch.Tensor | None = None,
-        *,
-        causal: bool = False,
-    ) -> torch.Tensor:
-        """The forward pass after :meth:`cache`.
+        """Attend from new queries over the key/value heads of a cache.
 
         Args:
             queries: (B, Q, query_size), not yet projected.
-            keys, values: (B, num_kv_heads, K, d) from :meth:`cache`.
-            valid_lens, causal: as in :meth:`forward` (not checked again).
+            cache: keys and values (B, G, K, d) from :meth:`cache`.
+            valid_lens, causal: as in ``forward`` (not checked again).
+            need_weights: ignored: this layer always computes its weights.
         Returns:
             (B, Q, D).
         """
+        keys, values = cache
         batch_size, num_queries = queries.shape[:2]
         num_keys = keys.shape[2]
         groups = (batch_size, self.num_kv_heads, -1)  # -1: heads per group
@@ -374,7 +284,7 @@ class GroupedQueryAttention(nn.Module):
             self.W_q(queries)
             .view(batch_size, num_queries, *groups[1:], self.head_width)
             .permute(0, 2, 3, 1, 4)
-        )  # (B, num_kv_heads, H / num_kv_heads, Q, d)
+        )  # (B, G, H / G, Q, d)
         if self.rotary is not None:
             grouped_queries = self.rotary(
                 grouped_queries, num_keys - num_queries
@@ -390,9 +300,34 @@ class GroupedQueryAttention(nn.Module):
         self.attention_weights = weights.view(
             batch_size, -1, *weights.shape[1:]
         )
-        heads = self.dropout(weights).view(*groups, num_queries, num_keys)
-        heads = heads @ values[:, :, None]  # (B, num_kv_heads, ..., Q, d)
+        heads = self.attention.dropout(weights).view(
+            *groups, num_queries, num_keys
+        )
+        heads = heads @ values[:, :, None]  # (B, G, H / G, Q, d)
         concatenated = heads.permute(0, 3, 1, 2, 4).reshape(
             batch_size, num_queries, self.num_hiddens
         )
         return self.W_o(concatenated)  # (B, Q, D)
+
+
+# ---------------------------------------------------------------- input checks
+
+
+def _check_shape(
+    name: str, tensor: object, letters: str, sizes: tuple[int | None, ...]
+) -> None:
+    """TypeError if not a tensor, ValueError unless its shape is sizes
+    (None: any size); letters name the axes, e.g. "BHQd"."""
+    named = (a if n is None else f"{a}={n}" for a, n in zip(letters, sizes))
+    shape = f"({', '.join(named)})"
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(
+            f"{name} must be a torch.Tensor of shape {shape}, "
+            f"got {type(tensor).__name__}"
+        )
+    if tensor.dim() != len(sizes) or any(
+        n is not None and actual != n for actual, n in zip(tensor.shape, sizes)
+    ):
+        raise ValueError(
+            f"{name} must have shape {shape}, got {tuple(tensor.shape)}"
+        )

@@ -8,14 +8,15 @@ is no encoder and no cross-attention. The model embeds the tokens (times
 sqrt(D)), adds positions, runs its blocks and maps every position to V
 scores for the next token.
 
-Shape letters: ``B`` batch, ``T`` sequence length, ``t`` positions fed in
-one call, ``k`` positions seen so far (cached ones included), ``D`` width
-(``num_hiddens``), ``H`` heads, ``V`` vocabulary size.
+Shape letters (see the package docstring): ``B`` batch, ``T`` sequence
+length, ``Q`` positions fed in one call, ``t`` positions fed so far (cached
+ones included), ``D`` width (``num_hiddens``), ``H`` heads, ``V`` vocabulary
+size.
 
 The key/value cache. Under the causal mask a position never looks at a later
 one, so its projected keys and values in every block stay the same as the
-sequence grows. A cache is a list, one entry per block, of ``(keys (B, k,
-D), values (B, k, D))``; feeding one new token with the cache costs one
+sequence grows. A cache is a list, one entry per block, of ``(keys (B, t,
+D), values (B, t, D))``; feeding one new token with the cache costs one
 position per block instead of the whole prefix, and gives the same scores.
 """
 
@@ -53,22 +54,22 @@ class GPTBlock(TransformerEncoderBlock):
         *,
         need_weights: bool = True,
     ) -> tuple[torch.Tensor, KVCache]:
-        """Run the block on t new positions.
+        """Run the block on Q new positions.
 
         Args:
-            X: (B, t, D) block inputs at the new positions.
+            X: (B, Q, D) block inputs at the new positions.
             cache: None, or the :class:`~course_pkg.attention.KVCache` of the
-                k - t positions before (keys and values (B, k - t, D)).
+                t - Q positions before (keys and values (B, t - Q, D)).
             need_weights: explicit attention path (keeps the weights) or
                 fused path.
         Returns:
-            (B, t, D) outputs and the cache extended by the new positions
-            (keys and values (B, k, D)).
+            (B, Q, D) outputs and the cache extended by the new positions
+            (keys and values (B, t, D)).
         """
-        cache = self.attention.cache(X, X, past=cache)  # (B, k, D) each
+        cache = self.attention.cache(X, X, past=cache)  # (B, t, D) each
         attended = self.attention.attend(
             X, cache, causal=True, need_weights=need_weights
-        )  # (B, t, D)
+        )  # (B, Q, D)
         Y = self.addnorm1(X, attended)
         return self.addnorm2(Y, self.ffn(Y)), cache
 
@@ -85,7 +86,7 @@ class GPT(nn.Module):
             position information at all).
         use_bias: biases in the attention projections.
     Attributes:
-        attention_weights: list, per block, of the (B, H, t, k) weights of
+        attention_weights: list, per block, of the (B, H, Q, t) weights of
             the last call (None entries after need_weights=False).
         need_weights: what :meth:`forward` does when not told; set it to
             False for training (fused attention, faster).
@@ -146,7 +147,7 @@ class GPT(nn.Module):
             need_weights: explicit or fused attention; None: the model's
                 ``need_weights`` attribute.
         Returns:
-            (B, T, V) scores; row t depends on X[:, :t + 1] only.
+            (B, T, V) scores; row i depends on X[:, :i + 1] only.
         Raises:
             TypeError/ValueError: as :meth:`forward_with_cache`.
         """
@@ -159,18 +160,18 @@ class GPT(nn.Module):
         *,
         need_weights: bool | None = None,
     ) -> tuple[torch.Tensor, GPTCache]:
-        """Scores for t new positions, given the cache of those before.
+        """Scores for Q new positions, given the cache of those before.
 
         Args:
-            X: (B, t) token ids at positions k - t .. k - 1.
+            X: (B, Q) token ids at positions t - Q .. t - 1.
             cache: None (nothing before), or the cache a previous call
                 returned; it is not modified.
             need_weights: as in :meth:`forward`.
         Returns:
-            (B, t, V) scores and the cache of all k positions.
+            (B, Q, V) scores and the cache of all t positions.
         Raises:
-            TypeError/ValueError: if X is not (B, t) integer ids in [0, V),
-                the cache does not match the model or X's batch, or k
+            TypeError/ValueError: if X is not (B, Q) integer ids in [0, V),
+                the cache does not match the model or X's batch, or t
                 exceeds max_len.
         """
         check_token_ids("X", X, self.vocab_size, min_steps=1)
@@ -183,15 +184,15 @@ class GPT(nn.Module):
         if need_weights is None:
             need_weights = self.need_weights
         # Scaled up so that the positional signal does not swamp it.
-        H = self.embedding(X) * math.sqrt(self.num_hiddens)  # (B, t, D)
+        X = self.embedding(X) * math.sqrt(self.num_hiddens)  # (B, Q, D)
         if self.pos_encoding is None:
-            H = self.dropout(H)
+            X = self.dropout(X)
         else:
-            H = self.pos_encoding(H, offset)
+            X = self.pos_encoding(X, offset)
         new_cache: GPTCache = []
         for i, blk in enumerate(self.blks):
-            H, blk_cache = blk(
-                H,
+            X, blk_cache = blk(
+                X,
                 None if cache is None else cache[i],
                 need_weights=need_weights,
             )
@@ -199,10 +200,10 @@ class GPT(nn.Module):
         self.attention_weights = [
             blk.attention.attention_weights for blk in self.blks
         ]
-        return self.dense(H), new_cache
+        return self.dense(X), new_cache
 
     def _check_cache(self, cache: GPTCache | None, batch_size: int) -> int:
-        """The number of cached positions k - t; refuses a foreign cache."""
+        """The number t - Q of cached positions; refuses a foreign cache."""
         if cache is None:
             return 0
         if not isinstance(cache, list) or len(cache) != len(self.blks):
@@ -213,7 +214,7 @@ class GPT(nn.Module):
         keys = cache[0][0]
         if keys.dim() != 3 or keys.shape[0] != batch_size:
             raise ValueError(
-                f"cache keys must have shape (B, k, D) with B={batch_size} "
+                f"cache keys must have shape (B, t, D) with B={batch_size} "
                 f"as in X, got {tuple(keys.shape)}"
             )
         return keys.shape[1]

@@ -25,7 +25,11 @@ from torch.utils.data import BatchSampler, DataLoader, TensorDataset
 
 from course_pkg.data import Vocab, tokenize, tokenize_pairs, truncate_pad
 from course_pkg.gpt import GPT, generate
-from course_pkg.train import masked_cross_entropy
+from course_pkg.train import (
+    masked_cross_entropy,
+    optimizer_step,
+    training_record,
+)
 
 SEP = "<sep>"
 Pair = tuple[str, str]
@@ -242,25 +246,14 @@ def train_lm(
         for X, Y in batches:
             X, Y = X.to(device), Y.to(device)
             loss = masked_cross_entropy(model(X), Y, pad)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if grad_clip is not None:
-                nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-            optimizer.step()
-            step_loss.append(loss.item())
+            step_loss.append(optimizer_step(model, optimizer, loss, grad_clip))
             count = int((Y != pad).sum())
             loss_sum, num_labels = (
                 loss_sum + step_loss[-1] * count,
                 num_labels + count,
             )
         epoch_loss.append(loss_sum / max(num_labels, 1))
-    seconds = time.perf_counter() - start
-    model.eval()
-    return {
-        "epoch_loss": epoch_loss,
-        "step_loss": step_loss,
-        "train_seconds": seconds,
-    }
+    return training_record(model, start, epoch_loss, step_loss)
 
 
 def translate_lm(

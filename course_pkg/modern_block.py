@@ -20,20 +20,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course_pkg.checks import check_last_dim, check_tensor, check_tensor_type
 from course_pkg.efficient_attention import GroupedQueryAttention
 from course_pkg.transformer_blocks import PositionWiseFFN
-
-
-def _check_last_dim(X: object, width: int) -> None:
-    if not isinstance(X, torch.Tensor):
-        raise TypeError(
-            f"X must be a torch.Tensor of shape (..., {width}), "
-            f"got {type(X).__name__}"
-        )
-    if X.dim() < 1 or X.shape[-1] != width:
-        raise ValueError(
-            f"X must have shape (..., {width}), got {tuple(X.shape)}"
-        )
 
 
 class RMSNorm(nn.Module):
@@ -69,7 +58,7 @@ class RMSNorm(nn.Module):
 
         Raises TypeError/ValueError if X is not a tensor of last width D.
         """
-        _check_last_dim(X, self.num_hiddens)
+        _check_width(X, self.num_hiddens)
         eps = torch.finfo(X.dtype).eps if self.eps is None else self.eps
         mean_square = X.pow(2).mean(-1, keepdim=True)  # (..., 1)
         return X * torch.rsqrt(mean_square + eps) * self.weight
@@ -110,7 +99,7 @@ class SwiGLUFFN(nn.Module):
         Raises TypeError/ValueError if X is not a tensor of last width
         input_size.
         """
-        _check_last_dim(X, self.input_size)
+        _check_width(X, self.input_size)
         return self.down(F.silu(self.gate(X)) * self.up(X))
 
 
@@ -185,14 +174,17 @@ class PreNormEncoderBlock(nn.Module):
         Raises TypeError/ValueError if X is not (B, T, D) or valid_lens does
         not fit it.
         """
-        _check_last_dim(X, self.num_hiddens)
-        if X.dim() != 3:
-            raise ValueError(
-                f"X must have shape (B, T, {self.num_hiddens}), "
-                f"got {tuple(X.shape)}"
-            )
+        shape = f"(B, T, {self.num_hiddens})"
+        check_tensor("X", X, 3, shape)
+        check_last_dim("X", X, self.num_hiddens, shape)
         normed = self.norm1(X)
         X = X + self.dropout(
             self.attention(normed, normed, normed, valid_lens, causal=causal)
         )
         return X + self.dropout(self.ffn(self.norm2(X)))
+
+
+def _check_width(X: object, width: int) -> None:
+    """X must be a tensor (..., width)."""
+    check_tensor_type("X", X)
+    check_last_dim("X", X, width, f"(..., {width})")

@@ -16,12 +16,6 @@ import torch
 ATTENTION_CMAP = "Reds"
 
 
-def _to_numpy(values) -> np.ndarray:
-    if isinstance(values, torch.Tensor):
-        return values.detach().float().cpu().numpy()
-    return np.asarray(values, dtype=float)
-
-
 def show_heatmaps(
     matrices,
     xlabel: str,
@@ -138,3 +132,9 @@ def plot_lines(
         ax.legend()
     ax.grid(alpha=0.3)
     return ax
+
+
+def _to_numpy(values) -> np.ndarray:
+    if isinstance(values, torch.Tensor):
+        return values.detach().float().cpu().numpy()
+    return np.asarray(values, dtype=float)

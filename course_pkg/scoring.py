@@ -166,17 +166,13 @@ class DotProductAttention(nn.Module):
             TypeError, ValueError: on inputs that do not fit each other, or
                 causal with K < Q.
         """
-        check_attention_inputs(queries, keys, values, valid_lens)
+        check_attention_inputs(
+            queries, keys, values, valid_lens, causal=causal
+        )
         check_last_dim(
             "keys", keys, queries.shape[-1], "(B, K, d) with d that of queries"
         )
-        num_queries, d = queries.shape[1:]
-        num_keys = keys.shape[1]
-        if causal and num_keys < num_queries:
-            raise ValueError(
-                f"causal attention needs K >= Q, got Q={num_queries}, "
-                f"K={num_keys}"
-            )
+        d = queries.shape[-1]
         if need_weights:
             scores = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(
                 d

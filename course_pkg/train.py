@@ -79,6 +79,54 @@ def _model_device(model: nn.Module) -> torch.device:
     return next(model.parameters()).device
 
 
+def optimizer_step(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss: torch.Tensor,
+    grad_clip: float | None,
+) -> float:
+    """One update: backward pass, gradient-norm clipping, optimizer step.
+
+    Args:
+        model: whose parameters the optimizer updates. loss: a scalar.
+        grad_clip: maximum global gradient norm, or None for no clipping.
+    Returns:
+        The loss as a Python float.
+    """
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if grad_clip is not None:
+        nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    return loss.item()
+
+
+def training_record(
+    model: nn.Module,
+    start: float,
+    epoch_loss: list[float],
+    step_loss: list[float],
+) -> dict[str, Any]:
+    """End a training run: wait for the device, put the model in eval mode.
+
+    Args:
+        start: the ``time.perf_counter()`` of the run's start.
+        epoch_loss, step_loss: the losses recorded.
+    Returns:
+        dict with ``epoch_loss``, ``step_loss`` and ``train_seconds``.
+    """
+    device = _model_device(model)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    seconds = time.perf_counter() - start
+    model.eval()
+    return {
+        "epoch_loss": epoch_loss,
+        "step_loss": step_loss,
+        "train_seconds": seconds,
+    }
+
+
 def train_seq2seq(
     model: nn.Module,
     train_iter: Iterable,
@@ -145,28 +193,19 @@ def train_seq2seq(
             with torch.autocast(device.type, torch.bfloat16, enabled=bf16):
                 Y_hat = model(src, tgt_in, src_valid_len)
             loss = masked_cross_entropy(Y_hat, tgt_out, pad)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if grad_clip is not None:
-                nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-            optimizer.step()
+            step_loss.append(optimizer_step(model, optimizer, loss, grad_clip))
             batch_tokens = int((tgt_out != pad).sum())
-            step_loss.append(loss.item())
             loss_sum += step_loss[-1] * batch_tokens
             epoch_tokens += batch_tokens
         num_tokens += epoch_tokens
         epoch_loss.append(loss_sum / max(epoch_tokens, 1))
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    seconds = time.perf_counter() - start
-    model.eval()
-    return {
-        "epoch_loss": epoch_loss,
-        "step_loss": step_loss,
-        "train_seconds": seconds,
-        "tokens_per_s": num_tokens / seconds if seconds > 0 else float("nan"),
-        "num_tokens": num_tokens,
-    }
+    record = training_record(model, start, epoch_loss, step_loss)
+    seconds = record["train_seconds"]
+    record["tokens_per_s"] = (
+        num_tokens / seconds if seconds > 0 else float("nan")
+    )
+    record["num_tokens"] = num_tokens
+    return record
 
 
 # ----------------------------------------------------------------- checkpoints

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from course_pkg.attention import KVCache, MultiHeadAttention
+from course_pkg.checks import check_last_dim
 
 
 class PositionWiseFFN(nn.Module):
@@ -58,11 +59,7 @@ class PositionWiseFFN(nn.Module):
 
         Raises ValueError if X's last dimension is not input_size.
         """
-        if X.shape[-1] != self.input_size:
-            raise ValueError(
-                f"X must have shape (..., {self.input_size}), "
-                f"got {tuple(X.shape)}"
-            )
+        check_last_dim("X", X, self.input_size, f"(..., {self.input_size})")
         return self.dense2(self.relu(self.dense1(X)))
 
 

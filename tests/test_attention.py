@@ -89,7 +89,7 @@ def test_masked_softmax_without_lens_is_softmax():
     assert torch.equal(masked_softmax(X, None), F.softmax(X, dim=-1))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(
     batch=st.integers(1, 4),
     queries=st.integers(1, 5),
@@ -243,7 +243,7 @@ def test_dot_product_attention_gradcheck(need_weights):
     assert torch.autograd.gradcheck(f, (q, k, v))
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30)
 @given(
     steps=st.integers(2, 7), t=st.integers(0, 6), seed=st.integers(0, 10_000)
 )
@@ -420,7 +420,7 @@ def test_multihead_gradcheck(need_weights):
     assert torch.autograd.gradcheck(f, (q, k, v))
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30)
 @given(steps=st.integers(2, 8), seed=st.integers(0, 10_000))
 def test_self_attention_is_permutation_equivariant(steps, seed):
     """Without positions, permuting the tokens permutes the outputs the same way."""

@@ -88,7 +88,7 @@ def test_mask_tokens_rates_on_a_large_batch():
     )  # 34 degrees of freedom, far in the tail
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(
     seed=st.integers(0, 10_000),
     B=st.integers(1, 6),
@@ -226,7 +226,7 @@ def encoder_batch(seed: int = 1, B: int = 4, T: int = 9):
     return tokens, segments, valid_lens
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25)
 @given(seed=st.integers(0, 10_000))
 def test_padded_tokens_and_segments_never_change_a_valid_output(seed):
     model = encoder()

@@ -7,7 +7,12 @@ import time
 import pytest
 import torch
 
-from course_pkg.cost import fastest_seconds, median_seconds, sequential_depth
+from course_pkg.cost import (
+    call_seconds,
+    fastest_seconds,
+    median_seconds,
+    sequential_depth,
+)
 from course_pkg.seq2seq import seq2seq_model
 from course_pkg.transformer import Transformer
 
@@ -70,6 +75,17 @@ def test_fastest_seconds_warms_up_then_times_each_repeat():
             fastest_seconds(lambda: None, repeats=bad)
     with pytest.raises(TypeError, match="repeats"):
         fastest_seconds(lambda: None, repeats=2.0)
+
+
+@pytest.mark.parametrize("warmup", [0, 3])
+def test_call_seconds_makes_warmup_untimed_calls_first(warmup):
+    calls = []
+    seconds = call_seconds(lambda: calls.append(1), 2, warmup=warmup)
+    assert len(calls) == warmup + 2 and len(seconds) == 2
+    with pytest.raises(ValueError, match="warmup"):
+        call_seconds(lambda: None, warmup=-1)
+    with pytest.raises(TypeError, match="warmup"):
+        call_seconds(lambda: None, warmup=1.0)
 
 
 def test_median_seconds_is_the_middle_call():

@@ -395,7 +395,7 @@ def test_preprocess_nmt_on_a_fixture():
         preprocess_nmt(b"Go.")
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80)
 @given(st.text(alphabet="aBc Z,.!?'\u202f\xa0é", max_size=30))
 def test_preprocess_nmt_matches_d2l(text):
     import d2l.torch as d2l
@@ -629,7 +629,7 @@ def test_vocab_round_trip(corpus):
 # --------------------------------------------------------------------------- arrays and batches
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(
     st.lists(st.integers(0, 50), max_size=20),
     st.integers(0, 25),

@@ -67,7 +67,7 @@ def _lens(kind, batch, queries, keys, generator):
 # ----------------------------------------------------------------------------- blockwise attention
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80)
 @given(
     batch=st.integers(1, 3),
     heads=st.integers(1, 3),
@@ -240,94 +240,50 @@ def test_blockwise_forward_and_backward_on_device(device):
     assert q.grad.shape == q.shape
 
 
-@pytest.mark.parametrize(
-    "call, error, match",
-    [
-        (
-            lambda q, k, v: blockwise_attention(q.numpy(), k, v, 2),
-            TypeError,
-            "queries",
-        ),
-        (
-            lambda q, k, v: blockwise_attention(q[0], k, v, 2),
-            ValueError,
-            "queries",
-        ),
-        (
-            lambda q, k, v: blockwise_attention(q, k[..., :2], v, 2),
-            ValueError,
-            "keys",
-        ),
-        (
-            lambda q, k, v: blockwise_attention(q, k[:1], v, 2),
-            ValueError,
-            "keys",
-        ),
-        (
-            lambda q, k, v: blockwise_attention(q, k, v[:, :, :3], 2),
-            ValueError,
-            "values",
-        ),
-        (
-            lambda q, k, v: blockwise_attention(q, k, v, 0),
-            ValueError,
-            "block_size",
-        ),
-        (
-            lambda q, k, v: blockwise_attention(q, k, v, 2.0),
-            TypeError,
-            "block_size",
-        ),
-        (
-            lambda q, k, v: blockwise_attention(
-                q, k[:, :, :3], v[:, :, :3], 2, causal=True
-            ),
-            ValueError,
-            "K >= Q",
-        ),
-        (
-            lambda q, k, v: blockwise_attention(
-                q, k, v, 2, valid_lens=torch.tensor([1.0, 2.0])
-            ),
-            TypeError,
-            "valid_lens",
-        ),
-        (
-            lambda q, k, v: blockwise_attention(
-                q, k, v, 2, valid_lens=torch.tensor([1, 2, 3])
-            ),
-            ValueError,
-            "valid_lens",
-        ),
-        (
-            lambda q, k, v: blockwise_attention(
-                q, k, v, 2, valid_lens=torch.tensor([1, 7])
-            ),
-            ValueError,
-            "valid_lens",
-        ),
-        (
-            lambda q, k, v: blockwise_attention(
-                q, k, v, 2, valid_lens=torch.tensor([-1, 2])
-            ),
-            ValueError,
-            "valid_lens",
-        ),
-        (
-            lambda q, k, v: blockwise_attention(q, k, v, 2, valid_lens=[1, 2]),
-            TypeError,
-            "valid_lens",
-        ),
-    ],
-)
-def test_blockwise_refuses_bad_input(call, error, match):
+# Each case: the positional arguments made from good (q, k, v), the keyword
+# arguments, the error and a word of its message.
+BAD_BLOCKWISE_CALLS = [
+    (lambda q, k, v: (q.numpy(), k, v, 2), {}, TypeError, "queries"),
+    (lambda q, k, v: (q[0], k, v, 2), {}, ValueError, "queries"),
+    (lambda q, k, v: (q, k[..., :2], v, 2), {}, ValueError, "keys"),
+    (lambda q, k, v: (q, k[:1], v, 2), {}, ValueError, "keys"),
+    (lambda q, k, v: (q, k, v[:, :, :3], 2), {}, ValueError, "values"),
+    (lambda q, k, v: (q, k, v, 0), {}, ValueError, "block_size"),
+    (lambda q, k, v: (q, k, v, 2.0), {}, TypeError, "block_size"),
+    (
+        lambda q, k, v: (q, k[:, :, :3], v[:, :, :3], 2),
+        {"causal": True},
+        ValueError,
+        "K >= Q",
+    ),
+]
+
+
+@pytest.mark.parametrize("args, kwargs, error, match", BAD_BLOCKWISE_CALLS)
+def test_blockwise_refuses_bad_input(args, kwargs, error, match):
     q, k, v = (
         torch.randn(2, 2, 4, 3),
         torch.randn(2, 2, 6, 3),
         torch.randn(2, 2, 6, 5),
     )
     with pytest.raises(error, match=match):
-        call(q, k, v)
+        blockwise_attention(*args(q, k, v), **kwargs)
+
+
+@pytest.mark.parametrize(
+    "valid_lens, error",
+    [
+        (torch.tensor([1.0, 2.0]), TypeError),  # not integers
+        (torch.tensor([1, 2, 3]), ValueError),  # not (B,)
+        (torch.tensor([1, 7]), ValueError),  # above K = 6
+        (torch.tensor([-1, 2]), ValueError),  # negative
+        ([1, 2], TypeError),  # not a tensor
+    ],
+)
+def test_blockwise_refuses_bad_valid_lens(valid_lens, error):
+    q, k = torch.randn(2, 2, 4, 3), torch.randn(2, 2, 6, 3)
+    with pytest.raises(error, match="valid_lens"):
+        blockwise_attention(q, k, k, 2, valid_lens=valid_lens)
 
 
 # ----------------------------------------------------------------------------- grouped-query attention
@@ -416,10 +372,9 @@ def test_gqa_step_by_step_with_a_cache_equals_one_causal_call(num_kv_heads):
     whole = gqa(X, X, X, causal=True)
     cached_keys, cached_values = gqa.cache(X, X)
     steps = [
-        gqa.attend_cached(
+        gqa.attend(
             X[:, t : t + 1],
-            cached_keys[:, :, : t + 1],
-            cached_values[:, :, : t + 1],
+            (cached_keys[:, :, : t + 1], cached_values[:, :, : t + 1]),
             causal=True,
         )
         for t in range(6)
@@ -550,21 +505,12 @@ def test_gqa_with_rotary_step_by_step_with_a_growing_cache_equals_one_causal_cal
     torch.manual_seed(4)
     gqa = GroupedQueryAttention(16, 4, num_kv_heads=2, rotary=True).double()
     X = torch.randn(2, 6, 16, dtype=F64)
-    keys = values = None
+    cache = None
     outputs = []
     for t in range(6):
-        new_keys, new_values = gqa.cache(
-            X[:, t : t + 1], X[:, t : t + 1], offset=t
-        )
-        keys = new_keys if keys is None else torch.cat([keys, new_keys], dim=2)
-        values = (
-            new_values
-            if values is None
-            else torch.cat([values, new_values], dim=2)
-        )
-        outputs.append(
-            gqa.attend_cached(X[:, t : t + 1], keys, values, causal=True)
-        )
+        cache = gqa.cache(X[:, t : t + 1], X[:, t : t + 1], past=cache)
+        assert cache.keys.shape == (2, 2, t + 1, 4)
+        outputs.append(gqa.attend(X[:, t : t + 1], cache, causal=True))
     assert (
         torch.cat(outputs, dim=1) - gqa(X, X, X, causal=True)
     ).abs().max() <= 1e-12

@@ -23,6 +23,7 @@ from course_pkg import (
     encoder_decoder,
     gpt,
     kernel_regression,
+    luong,
     modern_block,
     positional,
     rotary,
@@ -65,6 +66,21 @@ def _x(device, *shape):
 
 def _lens(device, *values):
     return torch.tensor(values, device=device)
+
+
+def _multihead(make_layer, **options):
+    """A run of a multi-head layer of width 8: 3 queries over 6 keys."""
+
+    def run(device):
+        return make_layer().to(device)(
+            _x(device, 2, 3, 8),
+            _x(device, 2, 6, 8),
+            _x(device, 2, 6, 8),
+            _lens(device, 6, 2),
+            **options,
+        )
+
+    return run
 
 
 def _seq2seq(decoder_cls):
@@ -123,14 +139,8 @@ FORWARDS = {
     scoring.LuongAttention: lambda d: scoring.LuongAttention(
         "general", 3, 4
     ).to(d)(_x(d, 2, 3, 3), _x(d, 2, 6, 4), _x(d, 2, 6, 2), _lens(d, 6, 2)),
-    attention.MultiHeadAttention: lambda d: attention.MultiHeadAttention(
-        8, 2, 0.1
-    ).to(d)(
-        _x(d, 2, 3, 8),
-        _x(d, 2, 6, 8),
-        _x(d, 2, 6, 8),
-        _lens(d, 6, 2),
-        need_weights=False,
+    attention.MultiHeadAttention: _multihead(
+        lambda: attention.MultiHeadAttention(8, 2, 0.1), need_weights=False
     ),
     positional.PositionalEncoding: lambda d: positional.PositionalEncoding(
         8, 0.1
@@ -149,6 +159,7 @@ FORWARDS = {
     ).to(d)(_tokens(d))[0],
     seq2seq.Seq2SeqDecoder: _seq2seq(seq2seq.Seq2SeqDecoder),
     seq2seq.Seq2SeqAttentionDecoder: _seq2seq(seq2seq.Seq2SeqAttentionDecoder),
+    luong.LuongAttentionDecoder: _seq2seq(luong.LuongAttentionDecoder),
     transformer_blocks.PositionWiseFFN: lambda d: (
         transformer_blocks.PositionWiseFFN(16, 8).to(d)(_x(d, 2, 5, 8))
     ),
@@ -168,16 +179,11 @@ FORWARDS = {
     transformer.Transformer: lambda d: transformer.Transformer(
         11, 13, 8, 16, 2, 2, 0.1
     ).to(d)(_tokens(d), _tokens(d, vocab=13), _lens(d, 5, 3)),
-    efficient_attention.GroupedQueryAttention: lambda d: (
-        efficient_attention.GroupedQueryAttention(
+    efficient_attention.GroupedQueryAttention: _multihead(
+        lambda: efficient_attention.GroupedQueryAttention(
             8, 4, 0.1, num_kv_heads=2
-        ).to(d)(
-            _x(d, 2, 3, 8),
-            _x(d, 2, 6, 8),
-            _x(d, 2, 6, 8),
-            _lens(d, 6, 2),
-            causal=True,
-        )
+        ),
+        causal=True,
     ),
     rotary.RotaryEmbedding: lambda d: rotary.RotaryEmbedding(4).to(d)(
         _x(d, 2, 2, 5, 4), offset=3

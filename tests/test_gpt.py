@@ -72,7 +72,7 @@ def test_shapes_attention_weights_and_cache():
 
 
 @pytest.mark.parametrize("positional", ["sinusoidal", "learned", "none"])
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25)
 @given(
     seed=st.integers(0, 10_000),
     position=st.integers(0, 8),
@@ -369,7 +369,7 @@ logit_rows = st.lists(
 ).map(lambda xs: [x / 10 for x in xs])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(row=logit_rows, temperature=st.floats(0.2, 4.0), k=st.integers(1, 12))
 def test_top_k_keeps_exactly_the_k_most_probable_tokens(row, temperature, k):
     logits = torch.tensor([row], dtype=torch.float64)
@@ -383,7 +383,7 @@ def test_top_k_keeps_exactly_the_k_most_probable_tokens(row, temperature, k):
     )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(row=logit_rows, p=st.floats(0.01, 1.0))
 def test_top_p_keeps_the_smallest_most_probable_set_that_reaches_p(row, p):
     logits = torch.tensor([row], dtype=torch.float64)

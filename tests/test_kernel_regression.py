@@ -226,7 +226,7 @@ training_sets = st.integers(min_value=1, max_value=12).flatmap(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(
     train=training_sets,
     queries=st.lists(finite, min_size=1, max_size=6),
@@ -249,7 +249,7 @@ def test_prediction_lies_between_the_smallest_and_largest_target(
     assert (y_hat[~reached] == 0).all()
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(
     train=training_sets,
     queries=st.lists(finite, min_size=1, max_size=6),
@@ -281,7 +281,7 @@ def test_moving_or_stretching_the_inputs_with_the_width_changes_nothing(
     assert torch.allclose(weights[safe], moved[safe], atol=1e-9)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(
     train=training_sets,
     queries=st.lists(finite, min_size=1, max_size=6),

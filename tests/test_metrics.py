@@ -36,7 +36,7 @@ def sacre(hypotheses: list[list[str]], references: list[list[str]]) -> float:
 # --------------------------------------------------------------------------- sentence BLEU (d2l)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(sentences, sentences, st.integers(1, 6))
 def test_bleu_matches_d2l(pred, label, k):
     assert bleu(pred, label, k) == pytest.approx(
@@ -44,7 +44,7 @@ def test_bleu_matches_d2l(pred, label, k):
     )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(sentences, sentences)
 def test_bleu_accepts_strings_and_stays_in_unit_interval(pred, label):
     score = bleu(pred, label)
@@ -79,7 +79,7 @@ def test_bleu_refuses_bad_input():
 # --------------------------------------------------------------------------- corpus BLEU (sacrebleu)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(
     st.lists(
         st.tuples(st.lists(words, max_size=14), sentences),

@@ -48,15 +48,10 @@ def test_vocab_specials_and_single_inputs():
     ]
     tokens, segments, valid_lens = encode_sentences(vocab, ENGLISH[:2], 7)
     assert valid_lens.tolist() == [6, 7]
-    assert vocab.to_tokens(tokens[0]) == [
-        "<cls>",
-        "the",
-        "cat",
-        "sleeps",
-        ".",
-        "<sep>",
-        "<pad>",
-    ]
+    assert (
+        vocab.to_tokens(tokens[0])
+        == "<cls> the cat sleeps . <sep> <pad>".split()
+    )
     assert not segments.any()
     with pytest.raises(ValueError, match="num_steps"):
         encode_sentences(vocab, ENGLISH[2:3], 5)
@@ -70,19 +65,7 @@ def test_second_segment_follows_the_first_with_segment_one():
         first, first_lens, seconds, vocab["<sep>"], vocab.pad, 14
     )
     assert vocab.to_tokens(tokens[0][: valid_lens[0]]) == (
-        [
-            "<cls>",
-            "the",
-            "cat",
-            "sleeps",
-            ".",
-            "<sep>",
-            "le",
-            "chat",
-            "dort",
-            ".",
-            "<sep>",
-        ]
+        "<cls> the cat sleeps . <sep> le chat dort . <sep>".split()
     )
     assert segments[0].tolist() == [0] * 6 + [1] * 5 + [0] * 3
     assert valid_lens.tolist() == [11, 13]

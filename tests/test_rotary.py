@@ -21,12 +21,15 @@ def _rotate_at(rope, vector, position):
     return rope(vector[None], offset=position)[0]
 
 
-@settings(max_examples=80, deadline=None)
+POSITIONS = st.integers(0, 2000)
+
+
+@settings(max_examples=80)
 @given(
     half_width=st.integers(1, 32),
-    m=st.integers(0, 2000),
-    n=st.integers(0, 2000),
-    shift=st.integers(0, 2000),
+    m=POSITIONS,
+    n=POSITIONS,
+    shift=POSITIONS,
     seed=st.integers(0, 2**16),
 )
 def test_score_depends_only_on_the_relative_position(

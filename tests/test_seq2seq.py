@@ -198,7 +198,7 @@ def _model(kind: str, num_layers: int = 2) -> EncoderDecoder:
 
 
 @pytest.mark.parametrize("kind", ["plain", "attention"])
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=15)
 @given(
     batch_size=st.integers(1, 4),
     src_len=st.integers(1, 6),

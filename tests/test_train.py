@@ -30,7 +30,7 @@ PAD, BOS, EOS, V = 0, 1, 2, 9
 # ----------------------------------------------------------------------------- masked loss
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(
     shape=st.tuples(st.integers(1, 4), st.integers(1, 6), st.integers(2, 7)),
     seed=st.integers(0, 10**6),

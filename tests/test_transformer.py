@@ -296,7 +296,7 @@ def shared_model() -> Transformer:
     return make_model(dtype=F64)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25)
 @given(step=st.integers(0, 4), seed=st.integers(0, 2**16))
 def test_decoder_output_at_a_step_ignores_later_target_tokens(step, seed):
     model = shared_model()
@@ -315,7 +315,7 @@ def test_decoder_output_at_a_step_ignores_later_target_tokens(step, seed):
     assert not torch.allclose(after[:, step + 1 :], before[:, step + 1 :])
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25)
 @given(seed=st.integers(0, 2**16))
 def test_source_tokens_beyond_valid_len_change_nothing(seed):
     model = shared_model()

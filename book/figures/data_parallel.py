@@ -10,7 +10,8 @@ from __future__ import annotations
 import pathlib
 
 import matplotlib.pyplot as plt
-from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
+from figures.diagram import arrow, box
+from matplotlib.patches import Rectangle
 
 SHARD_COLOURS = ("#cfe3f7", "#fdd9b5", "#d8f0d0", "#e6d5f2")
 BOX_COLOUR, REDUCE_COLOUR = "#f2f2f2", "#fff3b0"
@@ -19,31 +20,7 @@ BOX_COLOUR, REDUCE_COLOUR = "#f2f2f2", "#fff3b0"
 def _box(
     ax, x: float, y: float, width: float, height: float, text: str, colour: str
 ) -> None:
-    ax.add_patch(
-        FancyBboxPatch(
-            (x - width / 2, y - height / 2),
-            width,
-            height,
-            fc=colour,
-            ec="black",
-            lw=1,
-            boxstyle="round,pad=0,rounding_size=0.08",
-        )
-    )
-    ax.text(x, y, text, ha="center", va="center", fontsize=8.5)
-
-
-def _arrow(ax, start: tuple[float, float], end: tuple[float, float]) -> None:
-    ax.add_patch(
-        FancyArrowPatch(
-            start,
-            end,
-            arrowstyle="-|>",
-            mutation_scale=10,
-            lw=1,
-            color="black",
-        )
-    )
+    box(ax, (x, y), (width, height), text, colour, fontsize=8.5)
 
 
 def draw_data_parallelism(world_size: int = 2):
@@ -86,7 +63,7 @@ def draw_data_parallelism(world_size: int = 2):
     )
     for r in range(world_size):
         x = (r + 0.5) * column
-        _arrow(ax, (x, 6.15), (x, 5.45))
+        arrow(ax, (x, 6.15), (x, 5.45))
         _box(
             ax,
             x,
@@ -96,7 +73,7 @@ def draw_data_parallelism(world_size: int = 2):
             f"rank {r}: a replica\nof the model, parameters θ",
             SHARD_COLOURS[r],
         )
-        _arrow(ax, (x, 4.68), (x, 4.12))
+        arrow(ax, (x, 4.68), (x, 4.12))
         _box(
             ax,
             x,
@@ -106,8 +83,8 @@ def draw_data_parallelism(world_size: int = 2):
             f"forward + backward\non shard {r}: gradient $g_{r}$",
             BOX_COLOUR,
         )
-        _arrow(ax, (x, 3.38), (x, 2.82))
-        _arrow(ax, (x, 2.0), (x, 1.42))
+        arrow(ax, (x, 3.38), (x, 2.82))
+        arrow(ax, (x, 2.0), (x, 1.42))
         _box(
             ax,
             x,

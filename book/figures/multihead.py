@@ -11,7 +11,8 @@ import pathlib
 
 import matplotlib.pyplot as plt
 from figures.data_parallel import _box  # the house box: rounded, labelled
-from matplotlib.patches import FancyArrowPatch, Rectangle
+from figures.diagram import arrow
+from matplotlib.patches import Rectangle
 
 HEAD_COLOURS = ("#cfe3f7", "#fdd9b5", "#d8f0d0", "#e6d5f2")
 # darker shades of the same four, for the arrows of each head
@@ -27,16 +28,7 @@ def _arrow(
     colour: str = "black",
     lw: float = 1.0,
 ) -> None:
-    ax.add_patch(
-        FancyArrowPatch(
-            start,
-            end,
-            arrowstyle="-|>",
-            mutation_scale=9,
-            lw=lw,
-            color=colour,
-        )
-    )
+    arrow(ax, start, end, colour, head=9, lw=lw)
 
 
 def _split_bar(ax, x: float, y: float, num_heads: int) -> list[float]:

@@ -1,0 +1,97 @@
+"""What the benchmark scripts share: their common options, the device they
+run on, timing several paths in turns, and the verdict line of a target.
+
+The timing itself is :mod:`course_pkg.cost`'s; a script imports this module
+as ``_common`` (its own folder is on ``sys.path`` when it runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections.abc import Callable
+
+import torch
+
+from course_pkg.cost import call_seconds
+from course_pkg.device import get_device
+
+
+def parser(
+    doc: str,
+    *,
+    warmup: int | None = None,
+    repeats: int | None = None,
+    threads: int | None = None,
+    sizes: dict[str, int] | None = None,
+    lengths: list[int] | None = None,
+) -> argparse.ArgumentParser:
+    """A parser with the options the benchmarks share.
+
+    Always --device and --threads (default ``threads``; None: torch's
+    choice); --warmup and --repeats when given a default; one integer option
+    per entry of ``sizes`` (``{"batch": 8}`` gives ``--batch 8``); and
+    ``--lengths`` (several sequence lengths T) when given a default.
+
+    Args:
+        doc: the script's docstring; its first line describes the script.
+    """
+    options = argparse.ArgumentParser(description=doc.splitlines()[0])
+    options.add_argument(
+        "--device",
+        help="cpu, cuda, ... (default: course_pkg.device.get_device())",
+    )
+    options.add_argument(
+        "--threads",
+        type=int,
+        default=threads,
+        help="CPU threads (1 on a machine shared with other jobs)",
+    )
+    integers = dict(sizes or {})
+    if warmup is not None:
+        integers["warmup"] = warmup
+    if repeats is not None:
+        integers["repeats"] = repeats
+    for name, default in integers.items():
+        options.add_argument(f"--{name}", type=int, default=default)
+    if lengths is not None:
+        options.add_argument("--lengths", type=int, nargs="+", default=lengths)
+    return options
+
+
+def device_of(args: argparse.Namespace) -> torch.device:
+    """Set the CPU threads asked for and return the device to run on."""
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    return torch.device(args.device) if args.device else get_device()
+
+
+def interleaved_medians(
+    paths: dict[str, Callable[[], object]],
+    device: torch.device,
+    warmup: int,
+    repeats: int,
+) -> dict[str, float]:
+    """Median seconds of each path, after ``warmup`` untimed calls of each.
+
+    The paths take turns (one call of each per round) so that a change in the
+    load of a shared machine hits all of them alike instead of biasing
+    whichever ran during it.
+    """
+    for _ in range(warmup):
+        for fn in paths.values():
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in paths}
+    for _ in range(repeats):
+        for name, fn in paths.items():
+            times[name] += call_seconds(fn, 1, device, warmup=0)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def verdict(ratios: dict[int, float], target: float) -> str:
+    """ "meets the target at every T" when every ratio is <= target, else
+    the lengths T that miss it."""
+    missed = [steps for steps, ratio in ratios.items() if ratio > target]
+    if not missed:
+        return "meets the target at every T"
+    return f"MISSES the target at T={missed}"

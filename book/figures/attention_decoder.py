@@ -1,0 +1,183 @@
+"""The diagrams of one decoder step in the chapter "Bahdanau attention".
+
+:func:`draw_attention_decoder` draws Bahdanau's step (attention *before* the
+GRU, queried by s_{t-1}) or Luong's (attention *after* the GRU, queried by
+s_t). The chapter imports it (the notebook's folder, ``book/``, is on the
+kernel's path); run this file to look at both on their own:
+`.venv/bin/python book/figures/attention_decoder.py` writes
+``attention_decoder_bahdanau.png`` and ``attention_decoder_luong.png`` here.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import matplotlib.pyplot as plt
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
+ENCODER, DECODER, ATTENTION, OUTPUT = (
+    "#cfe3f7",
+    "#d8f0d0",
+    "#fff3b0",
+    "#f2f2f2",
+)
+HEIGHT = 0.5  # of every box
+
+
+def _box(ax, x: float, y: float, width: float, text: str, colour: str):
+    ax.add_patch(
+        FancyBboxPatch(
+            (x - width / 2, y - HEIGHT / 2),
+            width,
+            HEIGHT,
+            fc=colour,
+            ec="black",
+            lw=1,
+            boxstyle="round,pad=0,rounding_size=0.08",
+        )
+    )
+    ax.text(x, y, text, ha="center", va="center", fontsize=9)
+
+
+def _arrow(ax, start, end, text: str = "", left: bool = False) -> None:
+    ax.add_patch(
+        FancyArrowPatch(
+            start,
+            end,
+            arrowstyle="-|>",
+            mutation_scale=10,
+            lw=1,
+            color="black",
+        )
+    )
+    if text:
+        x, y = (start[0] + end[0]) / 2, (start[1] + end[1]) / 2
+        if left:
+            ax.text(x - 0.08, y, text, ha="right", va="center", fontsize=8)
+        else:
+            ax.text(x + 0.08, y, text, ha="left", va="center", fontsize=8)
+
+
+def _encoder_and_attention(ax, attention: str) -> None:
+    """The encoder states h_1..h_T and the attention box above them."""
+    for x, name in zip((4.2, 5.3, 7.5), ("h_1", "h_2", "h_T")):
+        _box(ax, x, 0.6, 0.8, f"$\\mathbf{{{name[0]}}}_{name[2]}$", ENCODER)
+        _arrow(ax, (x, 0.85), (x, 1.85))
+    ax.text(6.4, 0.6, "$\\cdots$", ha="center", va="center", fontsize=11)
+    ax.text(
+        5.85,
+        0.05,
+        "encoder states: keys = values",
+        ha="center",
+        va="center",
+        fontsize=8,
+    )
+    _box(ax, 4.6, 2.1, 7.6, attention, ATTENTION)
+
+
+def draw_attention_decoder(design: str = "bahdanau"):
+    """One decoder step with attention over the encoder states.
+
+    Args:
+        design: "bahdanau" (query s_{t-1}, context into the GRU) or "luong"
+            (query s_t, context combined with s_t after the GRU).
+    Returns:
+        The matplotlib Figure.
+    Raises:
+        ValueError: on another design.
+    """
+    if design not in ("bahdanau", "luong"):
+        raise ValueError(
+            f"design must be 'bahdanau' or 'luong', got {design!r}"
+        )
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    fig.subplots_adjust(left=0, right=1, bottom=0, top=1)
+    s_prev, s_t, emb = (
+        "$\\mathbf{s}_{t-1}$",
+        "$\\mathbf{s}_t$",
+        "$\\mathbf{e}(y_{t-1})$",
+    )
+    context = "$\\mathbf{c}_t = \\Sigma_i\\, \\alpha_{t,i} \\mathbf{h}_i$"
+    if design == "bahdanau":
+        _encoder_and_attention(
+            ax,
+            "additive attention: $\\alpha_{t,i} = \\mathrm{softmax}_i\\,"
+            "a(\\mathbf{s}_{t-1}, \\mathbf{h}_i)$",
+        )
+        _box(ax, 0.9, 4.6, 0.9, s_prev, DECODER)
+        _arrow(ax, (0.9, 4.35), (0.9, 2.35), "query", left=True)
+        _box(ax, 1.9, 3.5, 1.1, emb, OUTPUT)
+        _box(ax, 5.8, 3.5, 1.8, context, ATTENTION)
+        _arrow(ax, (5.8, 2.35), (5.8, 3.25))
+        _box(
+            ax,
+            3.6,
+            3.5,
+            1.5,
+            "$[\\mathbf{c}_t;\\, \\mathbf{e}(y_{t-1})]$",
+            OUTPUT,
+        )
+        _arrow(ax, (2.45, 3.5), (2.85, 3.5))
+        _arrow(ax, (4.9, 3.5), (4.35, 3.5))
+        _box(ax, 3.6, 4.6, 1.1, "GRU", DECODER)
+        _arrow(ax, (3.6, 3.75), (3.6, 4.35))
+        _arrow(ax, (1.35, 4.6), (3.05, 4.6))
+        _box(ax, 5.5, 4.6, 0.8, s_t, DECODER)
+        _arrow(ax, (4.15, 4.6), (5.1, 4.6))
+        _box(
+            ax,
+            7.7,
+            4.6,
+            2.4,
+            "$\\mathrm{softmax}(\\mathbf{W} \\mathbf{s}_t + \\mathbf{b})$",
+            OUTPUT,
+        )
+        _arrow(ax, (5.9, 4.6), (6.5, 4.6))
+        ax.text(7.7, 5.2, "$P(y_t \\mid y_{<t}, x)$", ha="center", fontsize=9)
+        _arrow(ax, (7.7, 4.85), (7.7, 5.1))
+    else:
+        _encoder_and_attention(
+            ax,
+            "attention (general): $\\alpha_{t,i} = \\mathrm{softmax}_i\\,"
+            "\\mathbf{s}_t^\\top \\mathbf{W}_a \\mathbf{h}_i$",
+        )
+        _box(ax, 0.9, 4.6, 0.9, s_prev, DECODER)
+        _box(ax, 2.8, 3.5, 1.1, emb, OUTPUT)
+        _box(ax, 2.8, 4.6, 1.1, "GRU", DECODER)
+        _arrow(ax, (2.8, 3.75), (2.8, 4.35))
+        _arrow(ax, (1.35, 4.6), (2.25, 4.6))
+        _box(ax, 4.5, 4.6, 0.8, s_t, DECODER)
+        _arrow(ax, (3.35, 4.6), (4.1, 4.6))
+        _arrow(ax, (4.5, 4.35), (4.5, 2.35), "query")
+        _box(ax, 7.5, 3.5, 1.8, context, ATTENTION)
+        _arrow(ax, (7.5, 2.35), (7.5, 3.25))
+        _box(
+            ax,
+            7.5,
+            4.6,
+            2.3,
+            "$\\tilde{\\mathbf{s}}_t = \\tanh(\\mathbf{W}_c [\\mathbf{c}_t; \\mathbf{s}_t])$",
+            OUTPUT,
+        )
+        _arrow(ax, (7.5, 3.75), (7.5, 4.35))
+        _arrow(ax, (4.9, 4.6), (6.35, 4.6))
+        ax.text(
+            7.5,
+            5.2,
+            "$\\mathrm{softmax}(\\mathbf{W} \\tilde{\\mathbf{s}}_t + \\mathbf{b})$",
+            ha="center",
+            fontsize=9,
+        )
+        _arrow(ax, (7.5, 4.85), (7.5, 5.1))
+    ax.set_xlim(-0.1, 9.1)
+    ax.set_ylim(-0.2, 5.6)
+    ax.set_axis_off()
+    return fig
+
+
+if __name__ == "__main__":
+    here = pathlib.Path(__file__).parent
+    for name in ("bahdanau", "luong"):
+        draw_attention_decoder(name).savefig(
+            here / f"attention_decoder_{name}.png", dpi=120
+        )

@@ -1,0 +1,239 @@
+"""Tests for course_pkg.luong: the equations, the decoder contract, masking,
+gradcheck, meta device and bad input."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from course_pkg.decode import greedy_decode
+from course_pkg.luong import LuongAttentionDecoder, LuongGRUState, luong_model
+from course_pkg.seq2seq import Seq2SeqEncoder, Seq2SeqSettings
+
+SRC_V, TGT_V, EMBED, HIDDEN = 11, 13, 6, 8
+VARIANTS = [
+    (score, feeding)
+    for score in ("general", "dot", "concat")
+    for feeding in (False, True)
+]
+
+
+def _model(score="general", input_feeding=False, num_layers=1):
+    sizes = Seq2SeqSettings(
+        embed_size=EMBED, num_hiddens=HIDDEN, num_layers=num_layers, dropout=0
+    )
+    return luong_model(
+        SRC_V, TGT_V, sizes, score=score, input_feeding=input_feeding
+    ).double()
+
+
+def _batch(batch_size=3, src_len=5, tgt_len=4, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, SRC_V, (batch_size, src_len), generator=gen)
+    tgt = torch.randint(0, TGT_V, (batch_size, tgt_len), generator=gen)
+    valid_lens = torch.randint(1, src_len + 1, (batch_size,), generator=gen)
+    return src, tgt, valid_lens
+
+
+def _by_the_equations(decoder, tgt, enc_outputs, hidden, valid_lens):
+    """Luong's equations written out, one step and one sentence at a time,
+    with the decoder's parameters (one GRU layer, general score)."""
+    gru = decoder.rnn
+    W_ir, W_iz, W_in = gru.weight_ih_l0.chunk(3)
+    W_hr, W_hz, W_hn = gru.weight_hh_l0.chunk(3)
+    b_ir, b_iz, b_in = gru.bias_ih_l0.chunk(3)
+    b_hr, b_hz, b_hn = gru.bias_hh_l0.chunk(3)
+    W_a, W_c = decoder.attention.W.weight, decoder.W_c.weight
+    rows = []
+    for b in range(tgt.shape[0]):
+        s = hidden[0, b]
+        s_tilde = torch.zeros_like(s)
+        h = enc_outputs[: int(valid_lens[b]), b]  # (ℓ, D) real positions
+        row = []
+        for y in tgt[b]:
+            x = decoder.embedding.weight[y]
+            if decoder.input_feeding:
+                x = torch.cat((x, s_tilde))
+            r = torch.sigmoid(W_ir @ x + b_ir + W_hr @ s + b_hr)
+            z = torch.sigmoid(W_iz @ x + b_iz + W_hz @ s + b_hz)
+            n = torch.tanh(W_in @ x + b_in + r * (W_hn @ s + b_hn))
+            s = (1 - z) * n + z * s  # s_t: the GRU step comes first
+            alpha = torch.softmax(h @ W_a.T @ s, dim=0)  # score s^T W_a h_i
+            c = alpha @ h
+            s_tilde = torch.tanh(W_c @ torch.cat((c, s)))
+            row.append(decoder.dense(s_tilde))
+        rows.append(torch.stack(row))
+    return torch.stack(rows)
+
+
+@pytest.mark.parametrize("input_feeding", [False, True])
+def test_decoder_follows_luongs_equations(input_feeding):
+    torch.manual_seed(0)
+    decoder = LuongAttentionDecoder(
+        TGT_V, EMBED, HIDDEN, 1, input_feeding=input_feeding
+    ).double()
+    src_len, batch_size = 6, 3
+    outputs = torch.randn(src_len, batch_size, HIDDEN, dtype=torch.float64)
+    hidden = torch.randn(1, batch_size, HIDDEN, dtype=torch.float64)
+    valid_lens = torch.tensor([2, 6, 4])
+    tgt = torch.randint(0, TGT_V, (batch_size, 5))
+    Y, state = decoder(tgt, decoder.init_state((outputs, hidden), valid_lens))
+    expected = _by_the_equations(decoder, tgt, outputs, hidden, valid_lens)
+    torch.testing.assert_close(Y, expected, rtol=1e-10, atol=1e-10)
+    assert isinstance(state, LuongGRUState)
+
+
+@pytest.mark.parametrize("num_layers", [1, 2])
+def test_shapes(num_layers):
+    model = _model(num_layers=num_layers)
+    src, tgt, valid_lens = _batch(batch_size=3, src_len=5, tgt_len=4)
+    state = model.decoder.init_state(model.encoder(src), valid_lens)
+    assert state.enc_outputs.shape == (3, 5, HIDDEN)
+    assert state.attentional.shape == (3, HIDDEN)
+    assert not state.attentional.any()
+    Y, new_state = model.decoder(tgt, state)
+    assert Y.shape == (3, 4, TGT_V)
+    assert model.decoder.attention_weights.shape == (3, 4, 5)
+    assert new_state.hidden.shape == (num_layers, 3, HIDDEN)
+    assert new_state.attentional.shape == (3, HIDDEN)
+    assert model(src, tgt, valid_lens).shape == (3, 4, TGT_V)
+
+
+@pytest.mark.parametrize("score, input_feeding", VARIANTS)
+@settings(max_examples=8, deadline=None)
+@given(
+    batch_size=st.integers(1, 4),
+    src_len=st.integers(1, 6),
+    tgt_len=st.integers(1, 6),
+    seed=st.integers(0, 10**6),
+)
+def test_step_by_step_equals_whole_sequence(
+    score, input_feeding, batch_size, src_len, tgt_len, seed
+):
+    torch.manual_seed(0)
+    model = _model(score, input_feeding, num_layers=2)
+    src, tgt, valid_lens = _batch(batch_size, src_len, tgt_len, seed)
+    enc_all_outputs = model.encoder(src)
+    fresh = model.decoder.init_state(enc_all_outputs, valid_lens)
+    whole, whole_state = model.decoder(tgt, fresh)
+    whole_weights = model.decoder.attention_weights
+    state, steps, weights = fresh, [], []
+    for t in range(tgt_len):
+        Y, state = model.decoder(tgt[:, t : t + 1], state)
+        steps.append(Y)
+        weights.append(model.decoder.attention_weights)
+    close = dict(rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(torch.cat(steps, 1), whole, **close)
+    torch.testing.assert_close(torch.cat(weights, 1), whole_weights, **close)
+    for ours, theirs in zip(state, whole_state):
+        if ours is not None:
+            torch.testing.assert_close(ours, theirs, **close)
+    # a call never changes the state it is given
+    assert not fresh.attentional.any()
+
+
+@pytest.mark.parametrize("input_feeding", [False, True])
+def test_cached_and_uncached_greedy_decoding_agree(input_feeding):
+    torch.manual_seed(0)
+    model = _model(input_feeding=input_feeding)
+    src, _, valid_lens = _batch(batch_size=4, src_len=6)
+    cached, cached_w = greedy_decode(model, src, valid_lens, 1, 2, 7)
+    uncached, _ = greedy_decode(
+        model, src, valid_lens, 1, 2, 7, use_cache=False
+    )
+    assert torch.equal(cached, uncached)
+    assert cached_w.shape == (4, cached.shape[1], 6)
+
+
+@pytest.mark.parametrize("input_feeding", [False, True])
+def test_padding_gets_zero_weight_and_changes_nothing(input_feeding):
+    torch.manual_seed(0)
+    decoder = LuongAttentionDecoder(
+        TGT_V, EMBED, HIDDEN, 1, input_feeding=input_feeding
+    ).double()
+    outputs = torch.randn(6, 3, HIDDEN, dtype=torch.float64)
+    hidden = torch.randn(1, 3, HIDDEN, dtype=torch.float64)
+    valid_lens = torch.tensor([2, 6, 4])
+    tgt = torch.randint(0, TGT_V, (3, 5))
+    Y, _ = decoder(tgt, decoder.init_state((outputs, hidden), valid_lens))
+    pads = torch.arange(6)[None, :] >= valid_lens[:, None]  # (B, T)
+    weights = decoder.attention_weights
+    assert (weights.masked_select(pads[:, None].expand_as(weights)) == 0).all()
+    changed = outputs.clone()
+    changed[pads.t()] = 1e3
+    Y_changed, _ = decoder(
+        tgt, decoder.init_state((changed, hidden), valid_lens)
+    )
+    torch.testing.assert_close(Y_changed, Y, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("input_feeding", [False, True])
+def test_gradcheck_float64(input_feeding):
+    torch.manual_seed(0)
+    decoder = LuongAttentionDecoder(
+        7, 3, 4, 1, input_feeding=input_feeding
+    ).double()
+    enc_outputs = torch.randn(3, 2, 4, dtype=torch.float64)
+    hidden = torch.randn(1, 2, 4, dtype=torch.float64)
+    valid_lens = torch.tensor([3, 2])
+    tgt = torch.randint(0, 7, (2, 3))
+
+    def run(enc, h):
+        return decoder(tgt, decoder.init_state((enc, h), valid_lens))[0]
+
+    assert torch.autograd.gradcheck(
+        run,
+        (enc_outputs.requires_grad_(), hidden.requires_grad_()),
+    )
+
+
+def test_forward_backward_on_device(device):
+    model = _model(input_feeding=True, num_layers=2).float().to(device)
+    src = torch.zeros(2, 5, dtype=torch.long, device=device)
+    tgt = torch.zeros(2, 4, dtype=torch.long, device=device)
+    valid_lens = torch.tensor([5, 3], device=device)
+    Y = model(src, tgt, valid_lens)
+    assert Y.shape == (2, 4, TGT_V) and Y.device.type == device.type
+    Y.sum().backward()
+    assert all(
+        p.grad is not None and p.grad.device.type == device.type
+        for p in model.parameters()
+    )
+
+
+def test_same_encoder_and_parameter_count_as_the_formulas():
+    model = _model()
+    assert isinstance(model.encoder, Seq2SeqEncoder)
+    D = HIDDEN
+    extra = sum(p.numel() for p in model.decoder.attention.parameters())
+    assert extra == D * D  # W_a of the general score
+    assert model.decoder.W_c.weight.shape == (D, 2 * D)
+    fed = _model(input_feeding=True)
+    assert fed.decoder.rnn.input_size == EMBED + D
+    assert model.decoder.rnn.input_size == EMBED
+
+
+def test_refuses_bad_input_before_computing():
+    torch.manual_seed(0)
+    model = _model()
+    src, tgt, valid_lens = _batch()
+    state = model.decoder.init_state(model.encoder(src), valid_lens)
+    with pytest.raises(ValueError, match="score"):
+        LuongAttentionDecoder(TGT_V, EMBED, HIDDEN, 1, score="cosine")
+    with pytest.raises(TypeError, match="X"):
+        model.decoder(tgt.double(), state)
+    with pytest.raises(ValueError, match="X"):
+        model.decoder(torch.full_like(tgt, TGT_V), state)
+    with pytest.raises(TypeError, match="state"):
+        model.decoder(tgt, state[:3])
+    with pytest.raises(ValueError, match=r"state\.hidden"):
+        model.decoder(tgt[:2], state._replace(enc_outputs=state[0][:2]))
+    with pytest.raises(ValueError, match=r"state\.attentional"):
+        model.decoder(tgt, state._replace(attentional=state.hidden))
+    with pytest.raises(ValueError, match=r"state\.enc_valid_lens"):
+        model.decoder(tgt, state._replace(enc_valid_lens=valid_lens + 9))
+    with pytest.raises(TypeError, match=r"state\.enc_outputs"):
+        model.decoder(tgt, state._replace(enc_outputs=[0.0]))
+    assert model.decoder.attention_weights is None  # nothing ran
