@@ -88,7 +88,7 @@ CLAIMS: dict[str, dict[str, str]] = {
         "argmax on adjective or next": "(offsets[0] + offsets[1]) / total",
         "BLEU masked - unmasked": "masked_bleu - unmasked_bleu",
     },
-    "transformer": {
+    "transformer_training": {
         "validation BLEU, last epoch": "val_bleu[-1]",
         "loss, last epoch": "loss",
         "greedy test BLEU": "greedy_bleu",
@@ -101,6 +101,11 @@ CLAIMS: dict[str, dict[str, str]] = {
         "Transformer (2 ep.) - GRU": 'bleus[early_name] - bleus["GRU seq2seq"]',
         "GRU rel. loss / attention rel. loss": 'relative_loss["GRU seq2seq"]'
         " / largest_attention_loss",
+        "contextual cosine, one pair": "contextual_cosine",
+        "max output cosine": "max(cosine_out.values())",
+        "min input - output cosine": "min(cosine_in[w] - cosine_out[w]"
+        " for w in cosine_in)",
+        "min output - other word": "min(cosine_out.values()) - other_word",
     },
 }
 
