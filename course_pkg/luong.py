@@ -179,12 +179,7 @@ def luong_model(
         A freshly initialised ``EncoderDecoder`` on the CPU (seed torch first
         for repeatable weights).
     """
-    sizes = (
-        settings.embed_size,
-        settings.num_hiddens,
-        settings.num_layers,
-        settings.dropout,
-    )
+    sizes = settings.model_sizes()
     return EncoderDecoder(
         Seq2SeqEncoder(src_vocab_size, *sizes),
         LuongAttentionDecoder(tgt_vocab_size, *sizes, **decoder_options),

@@ -50,6 +50,10 @@ class Seq2SeqSettings:
     grad_clip: float = 1.0
     seed: int = 0
 
+    def model_sizes(self) -> tuple[int, int, int, float]:
+        """(embed_size, num_hiddens, num_layers, dropout): a model's sizes."""
+        return self.embed_size, self.num_hiddens, self.num_layers, self.dropout
+
     def as_dict(self) -> dict[str, Any]:
         """The settings as a plain dict (e.g. to store in a checkpoint)."""
         return asdict(self)
@@ -386,12 +390,7 @@ def seq2seq_model(
         A freshly initialised ``EncoderDecoder`` on the CPU (seed torch first
         for repeatable weights).
     """
-    sizes = (
-        settings.embed_size,
-        settings.num_hiddens,
-        settings.num_layers,
-        settings.dropout,
-    )
+    sizes = settings.model_sizes()
     decoder_class = Seq2SeqAttentionDecoder if attention else Seq2SeqDecoder
     return EncoderDecoder(
         Seq2SeqEncoder(src_vocab_size, *sizes),
