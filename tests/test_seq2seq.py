@@ -23,9 +23,15 @@ from course_pkg.seq2seq import (
     Seq2SeqDecoder,
     Seq2SeqEncoder,
 )
-
-SRC_V, TGT_V, EMBED, HIDDEN = 11, 13, 6, 8
-
+from tests.seq2seq_cases import (
+    EMBED,
+    HIDDEN,
+    SRC_V,
+    TGT_V,
+    assert_forward_backward_on,
+    assert_padding_ignored,
+)
+from tests.seq2seq_cases import random_batch as _batch
 
 # ----------------------------------------------------------------------------- references from d2l's parts
 
@@ -94,14 +100,6 @@ def _copy_from_reference(ours: nn.Module, reference: nn.Module) -> None:
         for key, value in reference.state_dict().items()
     }
     ours.load_state_dict(state, strict=True)
-
-
-def _batch(batch_size=3, src_len=5, tgt_len=4, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    src = torch.randint(0, SRC_V, (batch_size, src_len), generator=gen)
-    tgt = torch.randint(0, TGT_V, (batch_size, tgt_len), generator=gen)
-    valid_lens = torch.randint(1, src_len + 1, (batch_size,), generator=gen)
-    return src, tgt, valid_lens
 
 
 # ----------------------------------------------------------------------------- parity
@@ -254,29 +252,9 @@ def test_encoder_decoder_forward_equals_manual_pipeline():
 
 
 def test_attention_ignores_source_padding():
-    """Encoder outputs past a row's valid length get weight 0, so changing them changes nothing."""
     torch.manual_seed(0)
     decoder = Seq2SeqAttentionDecoder(TGT_V, EMBED, HIDDEN, 1).double()
-    src_len, batch_size = 6, 3
-    outputs = torch.randn(src_len, batch_size, HIDDEN, dtype=torch.float64)
-    state = torch.randn(1, batch_size, HIDDEN, dtype=torch.float64)
-    valid_lens = torch.tensor([2, 6, 4])
-    tgt = torch.randint(0, TGT_V, (batch_size, 5))
-    Y, _ = decoder(tgt, decoder.init_state((outputs, state), valid_lens))
-    weights = decoder.attention_weights
-    pads = (
-        torch.arange(src_len)[None, None, :] >= valid_lens[:, None, None]
-    )  # (B, 1, T_src)
-    assert torch.all(weights.masked_select(pads.expand_as(weights)) == 0)
-    torch.testing.assert_close(
-        weights.sum(-1), torch.ones(batch_size, 5, dtype=torch.float64)
-    )
-    changed = outputs.clone()
-    changed[pads.squeeze(1).t()] = 1e3  # (T_src, B) positions that are padding
-    Y_changed, _ = decoder(
-        tgt, decoder.init_state((changed, state), valid_lens)
-    )
-    torch.testing.assert_close(Y_changed, Y, rtol=0, atol=0)
+    assert_padding_ignored(decoder)
 
 
 def test_attention_decoder_without_valid_lens_attends_everywhere():
@@ -295,17 +273,8 @@ def test_attention_decoder_without_valid_lens_attends_everywhere():
 
 @pytest.mark.parametrize("kind", ["plain", "attention"])
 def test_forward_backward_on_device(kind, device):
-    model = _model(kind).float().to(device)
-    src = torch.zeros(2, 5, dtype=torch.long, device=device)
-    tgt = torch.zeros(2, 4, dtype=torch.long, device=device)
-    valid_lens = torch.tensor([5, 3], device=device)
-    Y = model(src, tgt, valid_lens)
-    assert Y.shape == (2, 4, TGT_V) and Y.device.type == device.type
-    Y.sum().backward()
-    assert all(
-        p.grad is not None and p.grad.device.type == device.type
-        for p in model.parameters()
-    )
+    model = _model(kind)
+    assert_forward_backward_on(model, device)
     if kind == "attention":
         assert model.decoder.attention_weights.shape == (2, 4, 5)
 
