@@ -8,6 +8,7 @@ run on each device.
 from __future__ import annotations
 
 import torch
+from hypothesis import strategies as st
 
 SRC_V, TGT_V, EMBED, HIDDEN = 11, 13, 6, 8
 
@@ -66,3 +67,39 @@ def assert_forward_backward_on(model, device) -> None:
         p.grad is not None and p.grad.device.type == device.type
         for p in model.parameters()
     )
+
+
+# Random shapes and batches for the property tests: @given(**SHAPES).
+SHAPES = dict(
+    batch_size=st.integers(1, 4),
+    src_len=st.integers(1, 6),
+    tgt_len=st.integers(1, 6),
+    seed=st.integers(0, 10**6),
+)
+
+
+def assert_steps_equal_whole(model, batch_size, src_len, tgt_len, seed):
+    """Decoding one target token a call, each from the state the call before returned, gives the
+    scores, attention weights (where the decoder has them) and final state of one call on the
+    whole target. Returns the initial state (for checks that no call changed it)."""
+    src, tgt, valid_lens = random_batch(batch_size, src_len, tgt_len, seed)
+    fresh = model.decoder.init_state(model.encoder(src), valid_lens)
+    whole, whole_state = model.decoder(tgt, fresh)
+    attends = hasattr(model.decoder, "attention_weights")
+    whole_weights = model.decoder.attention_weights if attends else None
+    state, steps, weights = fresh, [], []
+    for t in range(tgt_len):
+        Y, state = model.decoder(tgt[:, t : t + 1], state)
+        steps.append(Y)
+        if attends:
+            weights.append(model.decoder.attention_weights)
+    close = dict(rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(torch.cat(steps, 1), whole, **close)
+    if attends:
+        torch.testing.assert_close(
+            torch.cat(weights, 1), whole_weights, **close
+        )
+    for ours, theirs in zip(state, whole_state):
+        if ours is not None:
+            torch.testing.assert_close(ours, theirs, **close)
+    return fresh

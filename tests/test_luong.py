@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 import torch
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from course_pkg.decode import greedy_decode
 from course_pkg.luong import LuongAttentionDecoder, LuongGRUState, luong_model
@@ -14,10 +13,12 @@ from course_pkg.seq2seq import Seq2SeqEncoder, Seq2SeqSettings
 from tests.seq2seq_cases import (
     EMBED,
     HIDDEN,
+    SHAPES,
     SRC_V,
     TGT_V,
     assert_forward_backward_on,
     assert_padding_ignored,
+    assert_steps_equal_whole,
     encoder_run,
 )
 from tests.seq2seq_cases import random_batch as _batch
@@ -104,33 +105,11 @@ def test_shapes(num_layers):
 
 @pytest.mark.parametrize("score, input_feeding", VARIANTS)
 @settings(max_examples=8, deadline=None)
-@given(
-    batch_size=st.integers(1, 4),
-    src_len=st.integers(1, 6),
-    tgt_len=st.integers(1, 6),
-    seed=st.integers(0, 10**6),
-)
-def test_step_by_step_equals_whole_sequence(
-    score, input_feeding, batch_size, src_len, tgt_len, seed
-):
+@given(**SHAPES)
+def test_step_by_step_equals_whole_sequence(score, input_feeding, **shapes):
     torch.manual_seed(0)
     model = _model(score, input_feeding, num_layers=2)
-    src, tgt, valid_lens = _batch(batch_size, src_len, tgt_len, seed)
-    enc_all_outputs = model.encoder(src)
-    fresh = model.decoder.init_state(enc_all_outputs, valid_lens)
-    whole, whole_state = model.decoder(tgt, fresh)
-    whole_weights = model.decoder.attention_weights
-    state, steps, weights = fresh, [], []
-    for t in range(tgt_len):
-        Y, state = model.decoder(tgt[:, t : t + 1], state)
-        steps.append(Y)
-        weights.append(model.decoder.attention_weights)
-    close = dict(rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(torch.cat(steps, 1), whole, **close)
-    torch.testing.assert_close(torch.cat(weights, 1), whole_weights, **close)
-    for ours, theirs in zip(state, whole_state):
-        if ours is not None:
-            torch.testing.assert_close(ours, theirs, **close)
+    fresh = assert_steps_equal_whole(model, **shapes)
     # a call never changes the state it is given
     assert not fresh.attentional.any()
 
