@@ -27,6 +27,12 @@ S_PREV, S_T, EMB = (
     "$\\mathbf{s}_t$",
     "$\\mathbf{e}(y_{t-1})$",
 )
+CONCAT = "$[\\mathbf{c}_t;\\, \\mathbf{e}(y_{t-1})]$"
+SCORES = "$\\mathrm{softmax}(\\mathbf{W} \\mathbf{s}_t + \\mathbf{b})$"
+ATTENTIONAL = "$\\tilde{\\mathbf{s}}_t = \\tanh(\\mathbf{W}_c [\\mathbf{c}_t; \\mathbf{s}_t])$"
+ATTENTIONAL_SCORES = (
+    "$\\mathrm{softmax}(\\mathbf{W} \\tilde{\\mathbf{s}}_t + \\mathbf{b})$"
+)
 CONTEXT = "$\\mathbf{c}_t = \\Sigma_i\\, \\alpha_{t,i} \\mathbf{h}_i$"
 
 # Each design: the attention box's text, then what is drawn above it, in order: boxes
@@ -41,13 +47,7 @@ DESIGNS = {
             (1.9, 3.5, 1.1, EMB, OUTPUT),
             (5.8, 3.5, 1.8, CONTEXT, ATTENTION),
             ((5.8, 2.35), (5.8, 3.25)),
-            (
-                3.6,
-                3.5,
-                1.5,
-                "$[\\mathbf{c}_t;\\, \\mathbf{e}(y_{t-1})]$",
-                OUTPUT,
-            ),
+            (3.6, 3.5, 1.5, CONCAT, OUTPUT),
             ((2.45, 3.5), (2.85, 3.5)),
             ((4.9, 3.5), (4.35, 3.5)),
             (3.6, 4.6, 1.1, "GRU", DECODER),
@@ -55,13 +55,7 @@ DESIGNS = {
             ((1.35, 4.6), (3.05, 4.6)),
             (5.5, 4.6, 0.8, S_T, DECODER),
             ((4.15, 4.6), (5.1, 4.6)),
-            (
-                7.7,
-                4.6,
-                2.4,
-                "$\\mathrm{softmax}(\\mathbf{W} \\mathbf{s}_t + \\mathbf{b})$",
-                OUTPUT,
-            ),
+            (7.7, 4.6, 2.4, SCORES, OUTPUT),
             ((5.9, 4.6), (6.5, 4.6)),
             (7.7, 5.2, "$P(y_t \\mid y_{<t}, x)$"),
             ((7.7, 4.85), (7.7, 5.1)),
@@ -81,20 +75,10 @@ DESIGNS = {
             ((4.5, 4.35), (4.5, 2.35), "query", "right"),
             (7.5, 3.5, 1.8, CONTEXT, ATTENTION),
             ((7.5, 2.35), (7.5, 3.25)),
-            (
-                7.5,
-                4.6,
-                2.3,
-                "$\\tilde{\\mathbf{s}}_t = \\tanh(\\mathbf{W}_c [\\mathbf{c}_t; \\mathbf{s}_t])$",
-                OUTPUT,
-            ),
+            (7.5, 4.6, 2.3, ATTENTIONAL, OUTPUT),
             ((7.5, 3.75), (7.5, 4.35)),
             ((4.9, 4.6), (6.35, 4.6)),
-            (
-                7.5,
-                5.2,
-                "$\\mathrm{softmax}(\\mathbf{W} \\tilde{\\mathbf{s}}_t + \\mathbf{b})$",
-            ),
+            (7.5, 5.2, ATTENTIONAL_SCORES),
             ((7.5, 4.85), (7.5, 5.1)),
         ],
     ),
