@@ -28,9 +28,9 @@ from course_pkg.encoder_decoder import EncoderDecoder
 from course_pkg.scoring import LuongAttention
 from course_pkg.seq2seq import (
     SETTINGS,
+    AttentionGRUDecoder,
     Seq2SeqEncoder,
     Seq2SeqSettings,
-    _AttentionGRUDecoder,
     _gru,
     init_seq2seq,
 )
@@ -52,7 +52,7 @@ class LuongGRUState(NamedTuple):
     attentional: torch.Tensor
 
 
-class LuongAttentionDecoder(_AttentionGRUDecoder):
+class LuongAttentionDecoder(AttentionGRUDecoder):
     """A GRU decoder with Luong attention after each recurrent step.
 
     Step t: s_t = GRU(x_t, s_{t-1}) with x_t the embedding of y_{t-1} (and,
@@ -60,7 +60,7 @@ class LuongAttentionDecoder(_AttentionGRUDecoder):
     keys = values = encoder outputs); s̃_t = tanh(W_c [c_t; s_t]); scores
     W s̃_t + b. Source padding is masked with the valid lengths. The state
     checks and ``forward`` are those of Bahdanau's decoder
-    (``course_pkg.seq2seq._AttentionGRUDecoder``).
+    (:class:`course_pkg.seq2seq.AttentionGRUDecoder`).
 
     Args:
         vocab_size: V. embed_size: E. num_hiddens: D (must equal the

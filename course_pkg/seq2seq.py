@@ -234,19 +234,20 @@ class AttentionGRUState(NamedTuple):
     enc_valid_lens: torch.Tensor | None
 
 
-class _AttentionGRUDecoder(Decoder):
-    """What the GRU decoders that attend over the encoder outputs share.
+class AttentionGRUDecoder(Decoder):
+    """A GRU decoder that attends over the encoder outputs (Bahdanau, Luong).
 
-    Attention, embedding and GRU (the subclass builds them in that order,
-    which fixes the random initialisation), the state (encoder outputs, GRU
-    state, source lengths, then the subclass's), its checks, and
-    :meth:`forward`, which embeds X and hands the steps to the subclass's
-    ``_decode(embs (t, B, E), *state) -> (Y (B, t, V), weights, state)``.
+    Holds ``attention``, ``embedding`` and ``rnn`` (a time-major GRU), built
+    by a subclass in that order (it fixes the random initialisation), and
+    :meth:`forward`, which checks X and the state, embeds X and hands the
+    steps to the subclass's ``_decode(embs, *state) -> (Y, weights, state)``.
     """
 
     _state_type: Any = AttentionGRUState
 
-    def __init__(self, attention: nn.Module, embedding: nn.Module, rnn: Any):
+    def __init__(
+        self, attention: nn.Module, embedding: nn.Module, rnn: nn.GRU
+    ):
         super().__init__()
         self.num_hiddens, self.num_layers = rnn.hidden_size, rnn.num_layers
         self.attention, self.embedding, self.rnn = attention, embedding, rnn
@@ -313,14 +314,14 @@ class _AttentionGRUDecoder(Decoder):
         return self._attention_weights
 
 
-class Seq2SeqAttentionDecoder(_AttentionGRUDecoder):
+class Seq2SeqAttentionDecoder(AttentionGRUDecoder):
     """A GRU decoder with Bahdanau (additive) attention on encoder outputs.
 
     Before each step, the last layer's hidden state (the query) attends over
     the encoder outputs (keys = values); the resulting context is concatenated
     to the token embedding as GRU input. Source padding is masked with the
     source valid lengths, so pads get weight exactly 0. State, checks and
-    ``forward`` are those of ``_AttentionGRUDecoder`` above.
+    ``forward`` are those of :class:`AttentionGRUDecoder` above.
 
     Args:
         vocab_size: V. embed_size: E. num_hiddens: D (must equal the
