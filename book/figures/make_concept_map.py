@@ -196,25 +196,32 @@ def draw(ax) -> None:
                 style="italic",
                 color="#333",
             )
-    ax.text(
-        0.1,
-        6.8,
-        "Part I — attention and the Transformer (chapters 1–8)",
-        fontsize=10.5,
-        weight="bold",
-        color=COLOURS["core"][1],
-        va="center",
-    )
-    ax.text(
-        0.1,
-        1.2,
-        "Part II — transformers today\n(chapters 9–12),\nbuilt on the finished model",
-        fontsize=10.5,
-        weight="bold",
-        color=COLOURS["today"][1],
-        va="center",
-        linespacing=1.4,
-    )
+    # The headings of the two parts, in the edge colour of their boxes.
+    for y, text, kind, spacing in (
+        (
+            6.8,
+            "Part I — attention and the Transformer (chapters 1–8)",
+            "core",
+            None,  # matplotlib's default
+        ),
+        (
+            1.2,
+            "Part II — transformers today\n(chapters 9–12),\nbuilt on the finished model",
+            "today",
+            1.4,
+        ),
+    ):
+        colour = COLOURS[kind][1]
+        ax.text(
+            0.1,
+            y,
+            text,
+            fontsize=10.5,
+            weight="bold",
+            color=colour,
+            va="center",
+            linespacing=spacing,
+        )
 
 
 def main() -> None:
