@@ -14,6 +14,7 @@ Module                     What it holds (chapter)
 ``corpus``                 the generated English–French corpus
 ``tatoeba``                the real Tatoeba pairs: download and loader
 ``encoder_decoder``        the interface every translation model implements
+``gru``                    the GRU layer: time-major, checked, initialised
 ``seq2seq``                GRU encoder–decoder, Bahdanau decoder, settings
 ``luong``                  Luong's attention decoder (attention after the GRU step)
 ``train``                  masked cross-entropy, the training loop

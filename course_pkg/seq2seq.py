@@ -22,14 +22,9 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from course_pkg.checks import (
-    check_probability,
-    check_shape,
-    check_sizes,
-    check_token_ids,
-    check_valid_lens,
-)
+from course_pkg.checks import check_shape, check_token_ids, check_valid_lens
 from course_pkg.encoder_decoder import Decoder, Encoder, EncoderDecoder
+from course_pkg.gru import check_gru_sizes, gru_layer, init_seq2seq
 from course_pkg.scoring import AdditiveAttention
 
 
@@ -56,45 +51,16 @@ class Seq2SeqSettings:
     grad_clip: float = 1.0
     seed: int = 0
 
+    def model_sizes(self) -> tuple[int, int, int, float]:
+        """(embed_size, num_hiddens, num_layers, dropout): a model's sizes."""
+        return self.embed_size, self.num_hiddens, self.num_layers, self.dropout
+
     def as_dict(self) -> dict[str, Any]:
         """The settings as a plain dict (e.g. to store in a checkpoint)."""
         return asdict(self)
 
 
 SETTINGS = Seq2SeqSettings()
-
-
-def init_seq2seq(module: nn.Module) -> None:
-    """Xavier-uniform initialisation of Linear and GRU weight matrices.
-
-    Use with ``model.apply``. GRUs start better conditioned this way than
-    with PyTorch's uniform default; biases are kept.
-    """
-    if type(module) is nn.Linear:
-        nn.init.xavier_uniform_(module.weight)
-    if type(module) is nn.GRU:
-        for name, param in module.named_parameters():
-            if name.startswith("weight"):
-                nn.init.xavier_uniform_(param)
-
-
-def _gru(
-    input_size: int, num_hiddens: int, num_layers: int, dropout: float
-) -> nn.GRU:
-    """A time-major GRU; dropout only between layers (none when L = 1)."""
-    return nn.GRU(
-        input_size,
-        num_hiddens,
-        num_layers,
-        dropout=dropout if num_layers > 1 else 0.0,
-    )
-
-
-def _check_gru_args(*sizes: int, dropout: float) -> None:
-    """The checks of every GRU encoder and decoder, before it builds."""
-    names = ("vocab_size", "embed_size", "num_hiddens", "num_layers")
-    check_sizes(**dict(zip(names, sizes)))
-    check_probability("dropout", dropout)
 
 
 class Seq2SeqEncoder(Encoder):
@@ -117,11 +83,11 @@ class Seq2SeqEncoder(Encoder):
         dropout: float = 0.0,
     ):
         super().__init__()
-        _check_gru_args(
+        check_gru_sizes(
             vocab_size, embed_size, num_hiddens, num_layers, dropout=dropout
         )
         self.embedding = nn.Embedding(vocab_size, embed_size)
-        self.rnn = _gru(embed_size, num_hiddens, num_layers, dropout)
+        self.rnn = gru_layer(embed_size, num_hiddens, num_layers, dropout)
         self.apply(init_seq2seq)
 
     def forward(
@@ -179,12 +145,12 @@ class Seq2SeqDecoder(Decoder):
         dropout: float = 0.0,
     ):
         super().__init__()
-        _check_gru_args(
+        check_gru_sizes(
             vocab_size, embed_size, num_hiddens, num_layers, dropout=dropout
         )
         self.num_hiddens, self.num_layers = num_hiddens, num_layers
         self.embedding = nn.Embedding(vocab_size, embed_size)
-        self.rnn = _gru(
+        self.rnn = gru_layer(
             embed_size + num_hiddens, num_hiddens, num_layers, dropout
         )
         self.dense = nn.Linear(num_hiddens, vocab_size)
@@ -249,13 +215,94 @@ class AttentionGRUState(NamedTuple):
     enc_valid_lens: torch.Tensor | None
 
 
-class Seq2SeqAttentionDecoder(Decoder):
+class AttentionGRUDecoder(Decoder):
+    """A GRU decoder that attends over the encoder outputs (Bahdanau, Luong).
+
+    Holds ``attention``, ``embedding`` and ``rnn`` (a time-major GRU), built
+    by a subclass in that order (it fixes the random initialisation), and
+    :meth:`forward`, which checks X and the state, embeds X and hands the
+    steps to the subclass's ``_decode(embs, *state) -> (Y, weights, state)``.
+    """
+
+    _state_type: Any = AttentionGRUState
+
+    def __init__(
+        self, attention: nn.Module, embedding: nn.Module, rnn: nn.GRU
+    ):
+        super().__init__()
+        self.num_hiddens, self.num_layers = rnn.hidden_size, rnn.num_layers
+        self.attention, self.embedding, self.rnn = attention, embedding, rnn
+        self._attention_weights: torch.Tensor | None = None
+
+    def init_state(
+        self,
+        enc_all_outputs: tuple[torch.Tensor, torch.Tensor],
+        enc_valid_lens: torch.Tensor | None = None,
+        *args: Any,
+    ) -> AttentionGRUState:
+        """Keep every encoder output for the attention.
+
+        Args:
+            enc_all_outputs: encoder (outputs (T, B, D), state (L, B, D)).
+            enc_valid_lens: None or (B,) source lengths.
+        Returns:
+            An :class:`AttentionGRUState`.
+        """
+        outputs, state = enc_all_outputs
+        return AttentionGRUState(
+            outputs.transpose(0, 1), state, enc_valid_lens
+        )
+
+    def _check_state(self, state: Any, batch_size: int) -> None:
+        """Check the state's fields against X's batch (B)."""
+        fields = self._state_type._fields
+        if not isinstance(state, tuple) or len(state) != len(fields):
+            raise TypeError(
+                f"state must be a {self._state_type.__name__} "
+                f"({', '.join(fields)}), got {type(state).__name__}"
+            )
+        enc_outputs, hidden, enc_valid_lens = state[:3]
+        T = enc_outputs.shape[1] if getattr(enc_outputs, "ndim", 0) > 1 else 0
+        shape = (batch_size, T, self.num_hiddens)
+        check_shape("state.enc_outputs", enc_outputs, shape, "(B, T, D)")
+        _check_hidden(hidden, batch_size, self.num_layers, self.num_hiddens)
+        check_valid_lens("state.enc_valid_lens", enc_valid_lens, batch_size, T)
+
+    def forward(self, X: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
+        """Score the next token after every prefix of X.
+
+        Args:
+            X: (B, t) target ids (teacher forcing: the reference shifted
+                right, starting with <bos>).
+            state: from :meth:`init_state` or the previous call.
+        Returns:
+            Y (B, t, V) scores and the new state; :attr:`attention_weights`
+            then holds (B, t, T).
+        Raises:
+            TypeError, ValueError: if X is not a (B, t) tensor of ids in
+                [0, V), the state does not fit, or a valid length is outside
+                [0, T] (all checked before any computation).
+        """
+        check_token_ids("X", X, self.embedding.num_embeddings, min_steps=1)
+        self._check_state(state, X.shape[0])
+        embs = self.embedding(X.t().long())  # (t, B, E)
+        Y, self._attention_weights, new_state = self._decode(embs, *state)
+        return Y, new_state
+
+    @property
+    def attention_weights(self) -> torch.Tensor | None:
+        """(B, t, T) weights of the last forward call; row s: step s."""
+        return self._attention_weights
+
+
+class Seq2SeqAttentionDecoder(AttentionGRUDecoder):
     """A GRU decoder with Bahdanau (additive) attention on encoder outputs.
 
     Before each step, the last layer's hidden state (the query) attends over
     the encoder outputs (keys = values); the resulting context is concatenated
     to the token embedding as GRU input. Source padding is masked with the
-    source valid lengths, so pads get weight exactly 0.
+    source valid lengths, so pads get weight exactly 0. State, checks and
+    ``forward`` are those of :class:`AttentionGRUDecoder` above.
 
     Args:
         vocab_size: V. embed_size: E. num_hiddens: D (must equal the
@@ -272,73 +319,27 @@ class Seq2SeqAttentionDecoder(Decoder):
         num_layers: int,
         dropout: float = 0.0,
     ):
-        super().__init__()
-        _check_gru_args(
+        check_gru_sizes(
             vocab_size, embed_size, num_hiddens, num_layers, dropout=dropout
         )
-        self.num_hiddens, self.num_layers = num_hiddens, num_layers
-        self.attention = AdditiveAttention(
-            num_hiddens, dropout, query_size=num_hiddens, key_size=num_hiddens
+        D = num_hiddens
+        super().__init__(
+            AdditiveAttention(D, dropout, query_size=D, key_size=D),
+            nn.Embedding(vocab_size, embed_size),
+            # The GRU reads [context; embedding], as the plain decoder's does.
+            gru_layer(embed_size + D, D, num_layers, dropout),
         )
-        self.embedding = nn.Embedding(vocab_size, embed_size)
-        # The GRU reads [context; embedding], as the plain decoder's does.
-        self.rnn = _gru(
-            embed_size + num_hiddens, num_hiddens, num_layers, dropout
-        )
-        self.dense = nn.Linear(num_hiddens, vocab_size)
+        self.dense = nn.Linear(D, vocab_size)
         self.apply(init_seq2seq)
-        self._attention_weights: torch.Tensor | None = None
 
-    def init_state(
+    def _decode(
         self,
-        enc_all_outputs: tuple[torch.Tensor, torch.Tensor],
-        enc_valid_lens: torch.Tensor | None = None,
-        *args: Any,
-    ) -> AttentionGRUState:
-        """Keep every encoder output for the attention.
-
-        Args:
-            enc_all_outputs: the encoder's (outputs (T, B, D), state
-                (L, B, D)).
-            enc_valid_lens: None or (B,) source lengths.
-        Returns:
-            An :class:`AttentionGRUState`.
-        """
-        outputs, enc_state = enc_all_outputs
-        return AttentionGRUState(
-            outputs.transpose(0, 1), enc_state, enc_valid_lens
-        )
-
-    def forward(
-        self, X: torch.Tensor, state: AttentionGRUState
-    ) -> tuple[torch.Tensor, AttentionGRUState]:
-        """Score the next token after every prefix of X, attending at each
-        step.
-
-        Args:
-            X: (B, t) target ids. state: from :meth:`init_state` or the
-                previous call.
-        Returns:
-            Y (B, t, V) scores and the new state; :attr:`attention_weights`
-            then holds (B, t, T).
-        Raises:
-            TypeError, ValueError: if X is not a (B, t) tensor of ids in
-                [0, V), the state does not fit, or a valid length is outside
-                [0, T] (checked on the CPU, see :mod:`course_pkg.checks`).
-        """
-        check_token_ids("X", X, self.embedding.num_embeddings, min_steps=1)
-        batch_size = X.shape[0]
-        enc_outputs, hidden, enc_valid_lens = state
-        if not isinstance(enc_outputs, torch.Tensor):
-            raise TypeError("state.enc_outputs must be a (B, T, D) tensor")
-        num_src_steps = enc_outputs.shape[1] if enc_outputs.dim() > 1 else 0
-        shape = (batch_size, num_src_steps, self.num_hiddens)
-        check_shape("state.enc_outputs", enc_outputs, shape, "(B, T, D)")
-        _check_hidden(hidden, batch_size, self.num_layers, self.num_hiddens)
-        check_valid_lens(
-            "state.enc_valid_lens", enc_valid_lens, batch_size, num_src_steps
-        )
-        embs = self.embedding(X.t().long())  # (t, B, E)
+        embs: torch.Tensor,
+        enc_outputs: torch.Tensor,
+        hidden: torch.Tensor,
+        enc_valid_lens: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, AttentionGRUState]:
+        """Embeddings (t, B, E) -> Y (B, t, V), weights (B, t, T), state."""
         outputs, weights = [], []
         # The query of a step is the state the previous step left, so the
         # steps run one after the other.
@@ -352,14 +353,9 @@ class Seq2SeqAttentionDecoder(Decoder):
             output, hidden = self.rnn(step_input, hidden)  # (1, B, D)
             outputs.append(output)
             weights.append(self.attention.attention_weights)  # (B, 1, T)
-        self._attention_weights = torch.cat(weights, dim=1)  # (B, t, T)
         Y = self.dense(torch.cat(outputs, dim=0)).transpose(0, 1)  # (B, t, V)
-        return Y, AttentionGRUState(enc_outputs, hidden, enc_valid_lens)
-
-    @property
-    def attention_weights(self) -> torch.Tensor | None:
-        """(B, t, T) weights of the last forward call; row s: step s."""
-        return self._attention_weights
+        state = AttentionGRUState(enc_outputs, hidden, enc_valid_lens)
+        return Y, torch.cat(weights, dim=1), state
 
 
 def seq2seq_model(
@@ -379,12 +375,7 @@ def seq2seq_model(
         A freshly initialised ``EncoderDecoder`` on the CPU (seed torch first
         for repeatable weights).
     """
-    sizes = (
-        settings.embed_size,
-        settings.num_hiddens,
-        settings.num_layers,
-        settings.dropout,
-    )
+    sizes = settings.model_sizes()
     decoder_class = Seq2SeqAttentionDecoder if attention else Seq2SeqDecoder
     return EncoderDecoder(
         Seq2SeqEncoder(src_vocab_size, *sizes),

@@ -38,6 +38,7 @@ ABSTRACT = {
     encoder_decoder.Encoder,
     encoder_decoder.Decoder,
     scoring.ScoredAttention,
+    seq2seq.AttentionGRUDecoder,
 }
 
 

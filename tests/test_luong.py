@@ -6,13 +6,23 @@ from __future__ import annotations
 import pytest
 import torch
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from course_pkg.decode import greedy_decode
 from course_pkg.luong import LuongAttentionDecoder, LuongGRUState, luong_model
 from course_pkg.seq2seq import Seq2SeqEncoder, Seq2SeqSettings
+from tests.seq2seq_cases import (
+    EMBED,
+    HIDDEN,
+    SHAPES,
+    SRC_V,
+    TGT_V,
+    assert_forward_backward_on,
+    assert_padding_ignored,
+    assert_steps_equal_whole,
+    encoder_run,
+)
+from tests.seq2seq_cases import random_batch as _batch
 
-SRC_V, TGT_V, EMBED, HIDDEN = 11, 13, 6, 8
 VARIANTS = [
     (score, feeding)
     for score in ("general", "dot", "concat")
@@ -27,14 +37,6 @@ def _model(score="general", input_feeding=False, num_layers=1):
     return luong_model(
         SRC_V, TGT_V, sizes, score=score, input_feeding=input_feeding
     ).double()
-
-
-def _batch(batch_size=3, src_len=5, tgt_len=4, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    src = torch.randint(0, SRC_V, (batch_size, src_len), generator=gen)
-    tgt = torch.randint(0, TGT_V, (batch_size, tgt_len), generator=gen)
-    valid_lens = torch.randint(1, src_len + 1, (batch_size,), generator=gen)
-    return src, tgt, valid_lens
 
 
 def _by_the_equations(decoder, tgt, enc_outputs, hidden, valid_lens):
@@ -68,17 +70,17 @@ def _by_the_equations(decoder, tgt, enc_outputs, hidden, valid_lens):
     return torch.stack(rows)
 
 
-@pytest.mark.parametrize("input_feeding", [False, True])
-def test_decoder_follows_luongs_equations(input_feeding):
+def _one_layer_decoder(input_feeding):
     torch.manual_seed(0)
-    decoder = LuongAttentionDecoder(
+    return LuongAttentionDecoder(
         TGT_V, EMBED, HIDDEN, 1, input_feeding=input_feeding
     ).double()
-    src_len, batch_size = 6, 3
-    outputs = torch.randn(src_len, batch_size, HIDDEN, dtype=torch.float64)
-    hidden = torch.randn(1, batch_size, HIDDEN, dtype=torch.float64)
-    valid_lens = torch.tensor([2, 6, 4])
-    tgt = torch.randint(0, TGT_V, (batch_size, 5))
+
+
+@pytest.mark.parametrize("input_feeding", [False, True])
+def test_decoder_follows_luongs_equations(input_feeding):
+    decoder = _one_layer_decoder(input_feeding)
+    outputs, hidden, valid_lens, tgt = encoder_run()
     Y, state = decoder(tgt, decoder.init_state((outputs, hidden), valid_lens))
     expected = _by_the_equations(decoder, tgt, outputs, hidden, valid_lens)
     torch.testing.assert_close(Y, expected, rtol=1e-10, atol=1e-10)
@@ -103,33 +105,11 @@ def test_shapes(num_layers):
 
 @pytest.mark.parametrize("score, input_feeding", VARIANTS)
 @settings(max_examples=8, deadline=None)
-@given(
-    batch_size=st.integers(1, 4),
-    src_len=st.integers(1, 6),
-    tgt_len=st.integers(1, 6),
-    seed=st.integers(0, 10**6),
-)
-def test_step_by_step_equals_whole_sequence(
-    score, input_feeding, batch_size, src_len, tgt_len, seed
-):
+@given(**SHAPES)
+def test_step_by_step_equals_whole_sequence(score, input_feeding, **shapes):
     torch.manual_seed(0)
     model = _model(score, input_feeding, num_layers=2)
-    src, tgt, valid_lens = _batch(batch_size, src_len, tgt_len, seed)
-    enc_all_outputs = model.encoder(src)
-    fresh = model.decoder.init_state(enc_all_outputs, valid_lens)
-    whole, whole_state = model.decoder(tgt, fresh)
-    whole_weights = model.decoder.attention_weights
-    state, steps, weights = fresh, [], []
-    for t in range(tgt_len):
-        Y, state = model.decoder(tgt[:, t : t + 1], state)
-        steps.append(Y)
-        weights.append(model.decoder.attention_weights)
-    close = dict(rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(torch.cat(steps, 1), whole, **close)
-    torch.testing.assert_close(torch.cat(weights, 1), whole_weights, **close)
-    for ours, theirs in zip(state, whole_state):
-        if ours is not None:
-            torch.testing.assert_close(ours, theirs, **close)
+    fresh = assert_steps_equal_whole(model, **shapes)
     # a call never changes the state it is given
     assert not fresh.attentional.any()
 
@@ -149,24 +129,7 @@ def test_cached_and_uncached_greedy_decoding_agree(input_feeding):
 
 @pytest.mark.parametrize("input_feeding", [False, True])
 def test_padding_gets_zero_weight_and_changes_nothing(input_feeding):
-    torch.manual_seed(0)
-    decoder = LuongAttentionDecoder(
-        TGT_V, EMBED, HIDDEN, 1, input_feeding=input_feeding
-    ).double()
-    outputs = torch.randn(6, 3, HIDDEN, dtype=torch.float64)
-    hidden = torch.randn(1, 3, HIDDEN, dtype=torch.float64)
-    valid_lens = torch.tensor([2, 6, 4])
-    tgt = torch.randint(0, TGT_V, (3, 5))
-    Y, _ = decoder(tgt, decoder.init_state((outputs, hidden), valid_lens))
-    pads = torch.arange(6)[None, :] >= valid_lens[:, None]  # (B, T)
-    weights = decoder.attention_weights
-    assert (weights.masked_select(pads[:, None].expand_as(weights)) == 0).all()
-    changed = outputs.clone()
-    changed[pads.t()] = 1e3
-    Y_changed, _ = decoder(
-        tgt, decoder.init_state((changed, hidden), valid_lens)
-    )
-    torch.testing.assert_close(Y_changed, Y, rtol=0, atol=0)
+    assert_padding_ignored(_one_layer_decoder(input_feeding))
 
 
 @pytest.mark.parametrize("input_feeding", [False, True])
@@ -190,16 +153,8 @@ def test_gradcheck_float64(input_feeding):
 
 
 def test_forward_backward_on_device(device):
-    model = _model(input_feeding=True, num_layers=2).float().to(device)
-    src = torch.zeros(2, 5, dtype=torch.long, device=device)
-    tgt = torch.zeros(2, 4, dtype=torch.long, device=device)
-    valid_lens = torch.tensor([5, 3], device=device)
-    Y = model(src, tgt, valid_lens)
-    assert Y.shape == (2, 4, TGT_V) and Y.device.type == device.type
-    Y.sum().backward()
-    assert all(
-        p.grad is not None and p.grad.device.type == device.type
-        for p in model.parameters()
+    assert_forward_backward_on(
+        _model(input_feeding=True, num_layers=2), device
     )
 
 

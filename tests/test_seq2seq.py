@@ -14,7 +14,6 @@ import d2l.torch as d2l
 import pytest
 import torch
 from hypothesis import given, settings
-from hypothesis import strategies as st
 from torch import nn
 
 from course_pkg.encoder_decoder import EncoderDecoder
@@ -23,9 +22,17 @@ from course_pkg.seq2seq import (
     Seq2SeqDecoder,
     Seq2SeqEncoder,
 )
-
-SRC_V, TGT_V, EMBED, HIDDEN = 11, 13, 6, 8
-
+from tests.seq2seq_cases import (
+    EMBED,
+    HIDDEN,
+    SHAPES,
+    SRC_V,
+    TGT_V,
+    assert_forward_backward_on,
+    assert_padding_ignored,
+    assert_steps_equal_whole,
+)
+from tests.seq2seq_cases import random_batch as _batch
 
 # ----------------------------------------------------------------------------- references from d2l's parts
 
@@ -94,14 +101,6 @@ def _copy_from_reference(ours: nn.Module, reference: nn.Module) -> None:
         for key, value in reference.state_dict().items()
     }
     ours.load_state_dict(state, strict=True)
-
-
-def _batch(batch_size=3, src_len=5, tgt_len=4, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    src = torch.randint(0, SRC_V, (batch_size, src_len), generator=gen)
-    tgt = torch.randint(0, TGT_V, (batch_size, tgt_len), generator=gen)
-    valid_lens = torch.randint(1, src_len + 1, (batch_size,), generator=gen)
-    return src, tgt, valid_lens
 
 
 # ----------------------------------------------------------------------------- parity
@@ -199,42 +198,12 @@ def _model(kind: str, num_layers: int = 2) -> EncoderDecoder:
 
 @pytest.mark.parametrize("kind", ["plain", "attention"])
 @settings(max_examples=15)
-@given(
-    batch_size=st.integers(1, 4),
-    src_len=st.integers(1, 6),
-    tgt_len=st.integers(1, 6),
-    seed=st.integers(0, 10**6),
-)
-def test_step_by_step_equals_whole_prefix(
-    kind, batch_size, src_len, tgt_len, seed
-):
+@given(**SHAPES)
+def test_step_by_step_equals_whole_prefix(kind, **shapes):
     torch.manual_seed(0)
     model = _model(kind)
-    src, tgt, valid_lens = _batch(batch_size, src_len, tgt_len, seed)
-    enc_all_outputs = model.encoder(src, valid_lens)
-    whole, _ = model.decoder(
-        tgt, model.decoder.init_state(enc_all_outputs, valid_lens)
-    )
-    whole_weights = (
-        model.decoder.attention_weights if kind == "attention" else None
-    )
-    state = model.decoder.init_state(enc_all_outputs, valid_lens)
-    steps, step_weights = [], []
-    for t in range(tgt_len):
-        Y, state = model.decoder(tgt[:, t : t + 1], state)
-        steps.append(Y)
-        if kind == "attention":
-            step_weights.append(model.decoder.attention_weights)
-    torch.testing.assert_close(
-        torch.cat(steps, dim=1), whole, rtol=1e-12, atol=1e-12
-    )
-    if kind == "attention":
-        torch.testing.assert_close(
-            torch.cat(step_weights, dim=1),
-            whole_weights,
-            rtol=1e-12,
-            atol=1e-12,
-        )
+    assert hasattr(model.decoder, "attention_weights") == (kind == "attention")
+    assert_steps_equal_whole(model, **shapes)
 
 
 def test_encoder_decoder_forward_equals_manual_pipeline():
@@ -254,29 +223,9 @@ def test_encoder_decoder_forward_equals_manual_pipeline():
 
 
 def test_attention_ignores_source_padding():
-    """Encoder outputs past a row's valid length get weight 0, so changing them changes nothing."""
     torch.manual_seed(0)
     decoder = Seq2SeqAttentionDecoder(TGT_V, EMBED, HIDDEN, 1).double()
-    src_len, batch_size = 6, 3
-    outputs = torch.randn(src_len, batch_size, HIDDEN, dtype=torch.float64)
-    state = torch.randn(1, batch_size, HIDDEN, dtype=torch.float64)
-    valid_lens = torch.tensor([2, 6, 4])
-    tgt = torch.randint(0, TGT_V, (batch_size, 5))
-    Y, _ = decoder(tgt, decoder.init_state((outputs, state), valid_lens))
-    weights = decoder.attention_weights
-    pads = (
-        torch.arange(src_len)[None, None, :] >= valid_lens[:, None, None]
-    )  # (B, 1, T_src)
-    assert torch.all(weights.masked_select(pads.expand_as(weights)) == 0)
-    torch.testing.assert_close(
-        weights.sum(-1), torch.ones(batch_size, 5, dtype=torch.float64)
-    )
-    changed = outputs.clone()
-    changed[pads.squeeze(1).t()] = 1e3  # (T_src, B) positions that are padding
-    Y_changed, _ = decoder(
-        tgt, decoder.init_state((changed, state), valid_lens)
-    )
-    torch.testing.assert_close(Y_changed, Y, rtol=0, atol=0)
+    assert_padding_ignored(decoder)
 
 
 def test_attention_decoder_without_valid_lens_attends_everywhere():
@@ -295,17 +244,8 @@ def test_attention_decoder_without_valid_lens_attends_everywhere():
 
 @pytest.mark.parametrize("kind", ["plain", "attention"])
 def test_forward_backward_on_device(kind, device):
-    model = _model(kind).float().to(device)
-    src = torch.zeros(2, 5, dtype=torch.long, device=device)
-    tgt = torch.zeros(2, 4, dtype=torch.long, device=device)
-    valid_lens = torch.tensor([5, 3], device=device)
-    Y = model(src, tgt, valid_lens)
-    assert Y.shape == (2, 4, TGT_V) and Y.device.type == device.type
-    Y.sum().backward()
-    assert all(
-        p.grad is not None and p.grad.device.type == device.type
-        for p in model.parameters()
-    )
+    model = _model(kind)
+    assert_forward_backward_on(model, device)
     if kind == "attention":
         assert model.decoder.attention_weights.shape == (2, 4, 5)
 

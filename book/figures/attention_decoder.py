@@ -13,7 +13,7 @@ from __future__ import annotations
 import pathlib
 
 import matplotlib.pyplot as plt
-from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+from figures.diagram import arrow, box
 
 ENCODER, DECODER, ATTENTION, OUTPUT = (
     "#cfe3f7",
@@ -22,47 +22,75 @@ ENCODER, DECODER, ATTENTION, OUTPUT = (
     "#f2f2f2",
 )
 HEIGHT = 0.5  # of every box
+S_PREV, S_T, EMB = (
+    "$\\mathbf{s}_{t-1}$",
+    "$\\mathbf{s}_t$",
+    "$\\mathbf{e}(y_{t-1})$",
+)
+CONCAT = "$[\\mathbf{c}_t;\\, \\mathbf{e}(y_{t-1})]$"
+SCORES = "$\\mathrm{softmax}(\\mathbf{W} \\mathbf{s}_t + \\mathbf{b})$"
+ATTENTIONAL = "$\\tilde{\\mathbf{s}}_t = \\tanh(\\mathbf{W}_c [\\mathbf{c}_t; \\mathbf{s}_t])$"
+ATTENTIONAL_SCORES = (
+    "$\\mathrm{softmax}(\\mathbf{W} \\tilde{\\mathbf{s}}_t + \\mathbf{b})$"
+)
+CONTEXT = "$\\mathbf{c}_t = \\Sigma_i\\, \\alpha_{t,i} \\mathbf{h}_i$"
 
-
-def _box(ax, x: float, y: float, width: float, text: str, colour: str):
-    ax.add_patch(
-        FancyBboxPatch(
-            (x - width / 2, y - HEIGHT / 2),
-            width,
-            HEIGHT,
-            fc=colour,
-            ec="black",
-            lw=1,
-            boxstyle="round,pad=0,rounding_size=0.08",
-        )
-    )
-    ax.text(x, y, text, ha="center", va="center", fontsize=9)
-
-
-def _arrow(ax, start, end, text: str = "", left: bool = False) -> None:
-    ax.add_patch(
-        FancyArrowPatch(
-            start,
-            end,
-            arrowstyle="-|>",
-            mutation_scale=10,
-            lw=1,
-            color="black",
-        )
-    )
-    if text:
-        x, y = (start[0] + end[0]) / 2, (start[1] + end[1]) / 2
-        if left:
-            ax.text(x - 0.08, y, text, ha="right", va="center", fontsize=8)
-        else:
-            ax.text(x + 0.08, y, text, ha="left", va="center", fontsize=8)
+# Each design: the attention box's text, then what is drawn above it, in order: boxes
+# (x, y, width, text, colour), arrows (start, end, label, label side) and texts (x, y, text).
+DESIGNS = {
+    "bahdanau": (
+        "additive attention: $\\alpha_{t,i} = \\mathrm{softmax}_i\\,"
+        "a(\\mathbf{s}_{t-1}, \\mathbf{h}_i)$",
+        [
+            (0.9, 4.6, 0.9, S_PREV, DECODER),
+            ((0.9, 4.35), (0.9, 2.35), "query", "left"),
+            (1.9, 3.5, 1.1, EMB, OUTPUT),
+            (5.8, 3.5, 1.8, CONTEXT, ATTENTION),
+            ((5.8, 2.35), (5.8, 3.25)),
+            (3.6, 3.5, 1.5, CONCAT, OUTPUT),
+            ((2.45, 3.5), (2.85, 3.5)),
+            ((4.9, 3.5), (4.35, 3.5)),
+            (3.6, 4.6, 1.1, "GRU", DECODER),
+            ((3.6, 3.75), (3.6, 4.35)),
+            ((1.35, 4.6), (3.05, 4.6)),
+            (5.5, 4.6, 0.8, S_T, DECODER),
+            ((4.15, 4.6), (5.1, 4.6)),
+            (7.7, 4.6, 2.4, SCORES, OUTPUT),
+            ((5.9, 4.6), (6.5, 4.6)),
+            (7.7, 5.2, "$P(y_t \\mid y_{<t}, x)$"),
+            ((7.7, 4.85), (7.7, 5.1)),
+        ],
+    ),
+    "luong": (
+        "attention (general): $\\alpha_{t,i} = \\mathrm{softmax}_i\\,"
+        "\\mathbf{s}_t^\\top \\mathbf{W}_a \\mathbf{h}_i$",
+        [
+            (0.9, 4.6, 0.9, S_PREV, DECODER),
+            (2.8, 3.5, 1.1, EMB, OUTPUT),
+            (2.8, 4.6, 1.1, "GRU", DECODER),
+            ((2.8, 3.75), (2.8, 4.35)),
+            ((1.35, 4.6), (2.25, 4.6)),
+            (4.5, 4.6, 0.8, S_T, DECODER),
+            ((3.35, 4.6), (4.1, 4.6)),
+            ((4.5, 4.35), (4.5, 2.35), "query", "right"),
+            (7.5, 3.5, 1.8, CONTEXT, ATTENTION),
+            ((7.5, 2.35), (7.5, 3.25)),
+            (7.5, 4.6, 2.3, ATTENTIONAL, OUTPUT),
+            ((7.5, 3.75), (7.5, 4.35)),
+            ((4.9, 4.6), (6.35, 4.6)),
+            (7.5, 5.2, ATTENTIONAL_SCORES),
+            ((7.5, 4.85), (7.5, 5.1)),
+        ],
+    ),
+}
 
 
 def _encoder_and_attention(ax, attention: str) -> None:
     """The encoder states h_1..h_T and the attention box above them."""
     for x, name in zip((4.2, 5.3, 7.5), ("h_1", "h_2", "h_T")):
-        _box(ax, x, 0.6, 0.8, f"$\\mathbf{{{name[0]}}}_{name[2]}$", ENCODER)
-        _arrow(ax, (x, 0.85), (x, 1.85))
+        label = f"$\\mathbf{{{name[0]}}}_{name[2]}$"
+        box(ax, (x, 0.6), (0.8, HEIGHT), label, ENCODER)
+        arrow(ax, (x, 0.85), (x, 1.85))
     ax.text(6.4, 0.6, "$\\cdots$", ha="center", va="center", fontsize=11)
     ax.text(
         5.85,
@@ -72,7 +100,7 @@ def _encoder_and_attention(ax, attention: str) -> None:
         va="center",
         fontsize=8,
     )
-    _box(ax, 4.6, 2.1, 7.6, attention, ATTENTION)
+    box(ax, (4.6, 2.1), (7.6, HEIGHT), attention, ATTENTION)
 
 
 def draw_attention_decoder(design: str = "bahdanau"):
@@ -86,89 +114,24 @@ def draw_attention_decoder(design: str = "bahdanau"):
     Raises:
         ValueError: on another design.
     """
-    if design not in ("bahdanau", "luong"):
+    if design not in DESIGNS:
         raise ValueError(
             f"design must be 'bahdanau' or 'luong', got {design!r}"
         )
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     fig.subplots_adjust(left=0, right=1, bottom=0, top=1)
-    s_prev, s_t, emb = (
-        "$\\mathbf{s}_{t-1}$",
-        "$\\mathbf{s}_t$",
-        "$\\mathbf{e}(y_{t-1})$",
-    )
-    context = "$\\mathbf{c}_t = \\Sigma_i\\, \\alpha_{t,i} \\mathbf{h}_i$"
-    if design == "bahdanau":
-        _encoder_and_attention(
-            ax,
-            "additive attention: $\\alpha_{t,i} = \\mathrm{softmax}_i\\,"
-            "a(\\mathbf{s}_{t-1}, \\mathbf{h}_i)$",
-        )
-        _box(ax, 0.9, 4.6, 0.9, s_prev, DECODER)
-        _arrow(ax, (0.9, 4.35), (0.9, 2.35), "query", left=True)
-        _box(ax, 1.9, 3.5, 1.1, emb, OUTPUT)
-        _box(ax, 5.8, 3.5, 1.8, context, ATTENTION)
-        _arrow(ax, (5.8, 2.35), (5.8, 3.25))
-        _box(
-            ax,
-            3.6,
-            3.5,
-            1.5,
-            "$[\\mathbf{c}_t;\\, \\mathbf{e}(y_{t-1})]$",
-            OUTPUT,
-        )
-        _arrow(ax, (2.45, 3.5), (2.85, 3.5))
-        _arrow(ax, (4.9, 3.5), (4.35, 3.5))
-        _box(ax, 3.6, 4.6, 1.1, "GRU", DECODER)
-        _arrow(ax, (3.6, 3.75), (3.6, 4.35))
-        _arrow(ax, (1.35, 4.6), (3.05, 4.6))
-        _box(ax, 5.5, 4.6, 0.8, s_t, DECODER)
-        _arrow(ax, (4.15, 4.6), (5.1, 4.6))
-        _box(
-            ax,
-            7.7,
-            4.6,
-            2.4,
-            "$\\mathrm{softmax}(\\mathbf{W} \\mathbf{s}_t + \\mathbf{b})$",
-            OUTPUT,
-        )
-        _arrow(ax, (5.9, 4.6), (6.5, 4.6))
-        ax.text(7.7, 5.2, "$P(y_t \\mid y_{<t}, x)$", ha="center", fontsize=9)
-        _arrow(ax, (7.7, 4.85), (7.7, 5.1))
-    else:
-        _encoder_and_attention(
-            ax,
-            "attention (general): $\\alpha_{t,i} = \\mathrm{softmax}_i\\,"
-            "\\mathbf{s}_t^\\top \\mathbf{W}_a \\mathbf{h}_i$",
-        )
-        _box(ax, 0.9, 4.6, 0.9, s_prev, DECODER)
-        _box(ax, 2.8, 3.5, 1.1, emb, OUTPUT)
-        _box(ax, 2.8, 4.6, 1.1, "GRU", DECODER)
-        _arrow(ax, (2.8, 3.75), (2.8, 4.35))
-        _arrow(ax, (1.35, 4.6), (2.25, 4.6))
-        _box(ax, 4.5, 4.6, 0.8, s_t, DECODER)
-        _arrow(ax, (3.35, 4.6), (4.1, 4.6))
-        _arrow(ax, (4.5, 4.35), (4.5, 2.35), "query")
-        _box(ax, 7.5, 3.5, 1.8, context, ATTENTION)
-        _arrow(ax, (7.5, 2.35), (7.5, 3.25))
-        _box(
-            ax,
-            7.5,
-            4.6,
-            2.3,
-            "$\\tilde{\\mathbf{s}}_t = \\tanh(\\mathbf{W}_c [\\mathbf{c}_t; \\mathbf{s}_t])$",
-            OUTPUT,
-        )
-        _arrow(ax, (7.5, 3.75), (7.5, 4.35))
-        _arrow(ax, (4.9, 4.6), (6.35, 4.6))
-        ax.text(
-            7.5,
-            5.2,
-            "$\\mathrm{softmax}(\\mathbf{W} \\tilde{\\mathbf{s}}_t + \\mathbf{b})$",
-            ha="center",
-            fontsize=9,
-        )
-        _arrow(ax, (7.5, 4.85), (7.5, 5.1))
+    attention, items = DESIGNS[design]
+    _encoder_and_attention(ax, attention)
+    for item in items:
+        if len(item) == 5:  # a box
+            x, y, width, text, colour = item
+            box(ax, (x, y), (width, HEIGHT), text, colour)
+        elif len(item) == 3:  # a text
+            x, y, text = item
+            ax.text(x, y, text, ha="center", fontsize=9)
+        else:  # an arrow: start, end, and a label and its side or none
+            start, end, label, side = (*item, "", "right")[:4]
+            arrow(ax, start, end, label=label, label_side=side)
     ax.set_xlim(-0.1, 9.1)
     ax.set_ylim(-0.2, 5.6)
     ax.set_axis_off()

@@ -10,17 +10,11 @@ from __future__ import annotations
 import pathlib
 
 import matplotlib.pyplot as plt
-from figures.diagram import arrow, box
+from figures.diagram import arrow, bare_axes, box, check_count
 from matplotlib.patches import Rectangle
 
 SHARD_COLOURS = ("#cfe3f7", "#fdd9b5", "#d8f0d0", "#e6d5f2")
 BOX_COLOUR, REDUCE_COLOUR = "#f2f2f2", "#fff3b0"
-
-
-def _box(
-    ax, x: float, y: float, width: float, height: float, text: str, colour: str
-) -> None:
-    box(ax, (x, y), (width, height), text, colour, fontsize=8.5)
 
 
 def draw_data_parallelism(world_size: int = 2):
@@ -33,10 +27,7 @@ def draw_data_parallelism(world_size: int = 2):
     Raises:
         ValueError: if world_size is not in [1, 4].
     """
-    if not 1 <= world_size <= len(SHARD_COLOURS):
-        raise ValueError(
-            f"world_size must be in [1, {len(SHARD_COLOURS)}], got {world_size}"
-        )
+    check_count("world_size", world_size, 1, len(SHARD_COLOURS))
     column = 3.4  # width of one rank's column
     width = column * world_size
     fig, ax = plt.subplots(figsize=(0.4 + 2.3 * world_size, 4.4))
@@ -63,47 +54,42 @@ def draw_data_parallelism(world_size: int = 2):
     )
     for r in range(world_size):
         x = (r + 0.5) * column
-        arrow(ax, (x, 6.15), (x, 5.45))
-        _box(
-            ax,
-            x,
-            5.05,
-            3.0,
-            0.7,
-            f"rank {r}: a replica\nof the model, parameters θ",
-            SHARD_COLOURS[r],
-        )
-        arrow(ax, (x, 4.68), (x, 4.12))
-        _box(
-            ax,
-            x,
-            3.75,
-            3.0,
-            0.7,
-            f"forward + backward\non shard {r}: gradient $g_{r}$",
-            BOX_COLOUR,
-        )
-        arrow(ax, (x, 3.38), (x, 2.82))
-        arrow(ax, (x, 2.0), (x, 1.42))
-        _box(
-            ax,
-            x,
-            1.05,
-            3.0,
-            0.7,
-            "optimizer step with g\n(the same on every rank)",
-            BOX_COLOUR,
-        )
+        # Each rank's column: the arrow into a box (from its top), the box.
+        for top, bottom, y, text, colour in (
+            (
+                6.15,
+                5.45,
+                5.05,
+                f"rank {r}: a replica\nof the model, parameters θ",
+                SHARD_COLOURS[r],
+            ),
+            (
+                4.68,
+                4.12,
+                3.75,
+                f"forward + backward\non shard {r}: gradient $g_{r}$",
+                BOX_COLOUR,
+            ),
+            (
+                2.0,
+                1.42,
+                1.05,
+                "optimizer step with g\n(the same on every rank)",
+                BOX_COLOUR,
+            ),
+        ):
+            arrow(ax, (x, top), (x, bottom))
+            box(ax, (x, y), (3.0, 0.7), text, colour, fontsize=8.5)
+        arrow(ax, (x, 3.38), (x, 2.82))  # into the all-reduce
     terms = " + ".join(f"$g_{r}$" for r in range(world_size))
-    _box(
+    box(
         ax,
-        width / 2,
-        2.42,
-        width - 0.3,
-        0.75,
+        (width / 2, 2.42),
+        (width - 0.3, 0.75),
         f"all-reduce: every rank receives g = {terms}\n"
         "(each $g_r$ weighted by its shard's share of the tokens)",
         REDUCE_COLOUR,
+        fontsize=8.5,
     )
     ax.text(
         width / 2,
@@ -113,10 +99,7 @@ def draw_data_parallelism(world_size: int = 2):
         fontsize=9,
         style="italic",
     )
-    ax.set_xlim(-0.2, width + 0.2)
-    ax.set_ylim(0, 7.25)
-    ax.set_aspect("equal")
-    ax.axis("off")
+    bare_axes(ax, (-0.2, width + 0.2), (0, 7.25))
     return fig
 
 

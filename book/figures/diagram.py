@@ -1,6 +1,9 @@
-"""Shared drawing helpers for the code-drawn diagrams of the chapters: a labelled box and an arrow.
+"""Shared drawing helpers for the code-drawn diagrams of the chapters.
 
-Used by the figure scripts of this folder (GRU, seq2seq, multi-head, data parallelism).
+A labelled box, an arrow (optionally labelled beside its middle), a check of how many items a
+figure is asked to draw, and the bare axes every diagram ends with. Used by the figure scripts of
+this folder (GRU, seq2seq, attention decoders, multi-head, data parallelism, path lengths, the
+concept map).
 """
 
 from __future__ import annotations
@@ -16,8 +19,12 @@ def box(
     colour: str,
     rounding: float = 0.08,
     fontsize: float = 9,
+    *,
+    edge: str = "black",
+    lw: float = 1,
 ) -> None:
-    """A rounded box of (width, height) ``size`` centred on ``centre``, with centred text."""
+    """A rounded box of (width, height) ``size`` centred on ``centre``, with centred text (none
+    when ``text`` is empty), face ``colour`` and an ``edge``-coloured outline of width ``lw``."""
     (x, y), (width, height) = centre, size
     ax.add_patch(
         FancyBboxPatch(
@@ -25,12 +32,13 @@ def box(
             width,
             height,
             fc=colour,
-            ec="black",
-            lw=1,
+            ec=edge,
+            lw=lw,
             boxstyle=f"round,pad=0,rounding_size={rounding}",
         )
     )
-    ax.text(x, y, text, ha="center", va="center", fontsize=fontsize)
+    if text:
+        ax.text(x, y, text, ha="center", va="center", fontsize=fontsize)
 
 
 def arrow(
@@ -38,12 +46,16 @@ def arrow(
     start: tuple[float, float],
     end: tuple[float, float],
     colour: str = "black",
-    style: str = "-",
+    style: str | tuple = "-",
     rad: float = 0.0,
     head: float = 10,
     lw: float = 1.0,
+    *,
+    label: str = "",
+    label_side: str = "right",
 ) -> None:
-    """An arrow from start to end, straight (rad 0) or bent by ``rad``."""
+    """An arrow from start to end, straight (rad 0) or bent by ``rad``; ``label`` (fontsize 8)
+    stands beside its middle, on ``label_side`` "right" or "left"."""
     ax.add_patch(
         FancyArrowPatch(
             start,
@@ -56,3 +68,27 @@ def arrow(
             connectionstyle=f"arc3,rad={rad}",
         )
     )
+    if label:
+        x, y = (start[0] + end[0]) / 2, (start[1] + end[1]) / 2
+        left = label_side == "left"
+        x += -0.08 if left else 0.08
+        ha = "right" if left else "left"
+        ax.text(x, y, label, ha=ha, va="center", fontsize=8)
+
+
+def check_count(name: str, value: int, low: int, high: int) -> None:
+    """Refuse a number of drawn items outside [low, high].
+
+    Raises:
+        ValueError: naming ``name`` and the range.
+    """
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
+
+
+def bare_axes(ax, xlim: tuple[float, float], ylim: tuple[float, float]):
+    """Limit a diagram's axes to xlim, ylim, one unit the same length on both, no frame or ticks."""
+    ax.set_xlim(*xlim)
+    ax.set_ylim(*ylim)
+    ax.set_aspect("equal")
+    ax.axis("off")

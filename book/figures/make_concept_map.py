@@ -5,7 +5,7 @@ pooling, pooling is run as several heads, heads are assembled into blocks, block
 into the Transformer; Part II branches off the finished model. Each box names the
 chapters that teach it.
 
-Run from the repository root: `.venv/bin/python book/figures/make_concept_map.py`.
+Run from book/: `../.venv/bin/python -m figures.make_concept_map`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 # stable ids: the file only changes with the drawing
 matplotlib.rcParams["svg.hashsalt"] = "attention-tested"
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
+from figures.diagram import arrow, box  # noqa: E402
 
 OUT = pathlib.Path(__file__).with_name("concept_map.svg")
 
@@ -161,45 +161,14 @@ def _anchor(c: Concept, towards: Concept) -> tuple[float, float]:
 
 def _draw_box(ax, c: Concept) -> None:
     face, edge = COLOURS[c.kind]
-    ax.add_patch(
-        FancyBboxPatch(
-            (c.x - BOX_W / 2, c.y - BOX_H / 2),
-            BOX_W,
-            BOX_H,
-            boxstyle="round,pad=0,rounding_size=0.1",
-            facecolor=face,
-            edgecolor=edge,
-            linewidth=1.2,
-        )
-    )
-    ax.text(
-        c.x,
-        c.y + 0.4,
-        c.title,
-        ha="center",
-        va="center",
-        fontsize=10.5,
-        weight="bold",
-    )
-    ax.text(
-        c.x,
-        c.y + 0.12,
-        c.chapters,
-        ha="center",
-        va="center",
-        fontsize=9,
-        color=edge,
-        style="italic",
-    )
-    ax.text(
-        c.x,
-        c.y - 0.3,
-        c.detail,
-        ha="center",
-        va="center",
-        fontsize=9,
-        linespacing=1.45,
-    )
+    box(ax, (c.x, c.y), (BOX_W, BOX_H), "", face, 0.1, edge=edge, lw=1.2)
+    # The three lines of text: title, chapters, detail.
+    for dy, text, style in (
+        (0.4, c.title, dict(fontsize=10.5, weight="bold")),
+        (0.12, c.chapters, dict(fontsize=9, color=edge, style="italic")),
+        (-0.3, c.detail, dict(fontsize=9, linespacing=1.45)),
+    ):
+        ax.text(c.x, c.y + dy, text, ha="center", va="center", **style)
 
 
 def draw(ax) -> None:
@@ -213,17 +182,8 @@ def draw(ax) -> None:
     for start, end, label, dashed in LINKS:
         a, b = CONCEPTS[start], CONCEPTS[end]
         p0, p1 = _anchor(a, b), _anchor(b, a)
-        ax.add_patch(
-            FancyArrowPatch(
-                p0,
-                p1,
-                arrowstyle="-|>",
-                mutation_scale=15,
-                color="#444",
-                linewidth=1.2,
-                linestyle=(0, (4, 3)) if dashed else "-",
-            )
-        )
+        style = (0, (4, 3)) if dashed else "-"
+        arrow(ax, p0, p1, "#444", style, head=15, lw=1.2)
         if label:
             mid = ((p0[0] + p1[0]) / 2, (p0[1] + p1[1]) / 2)
             ax.text(
@@ -236,25 +196,32 @@ def draw(ax) -> None:
                 style="italic",
                 color="#333",
             )
-    ax.text(
-        0.1,
-        6.8,
-        "Part I — attention and the Transformer (chapters 1–8)",
-        fontsize=10.5,
-        weight="bold",
-        color=COLOURS["core"][1],
-        va="center",
-    )
-    ax.text(
-        0.1,
-        1.2,
-        "Part II — transformers today\n(chapters 9–12),\nbuilt on the finished model",
-        fontsize=10.5,
-        weight="bold",
-        color=COLOURS["today"][1],
-        va="center",
-        linespacing=1.4,
-    )
+    # The headings of the two parts, in the edge colour of their boxes.
+    for y, text, kind, spacing in (
+        (
+            6.8,
+            "Part I — attention and the Transformer (chapters 1–8)",
+            "core",
+            None,  # matplotlib's default
+        ),
+        (
+            1.2,
+            "Part II — transformers today\n(chapters 9–12),\nbuilt on the finished model",
+            "today",
+            1.4,
+        ),
+    ):
+        colour = COLOURS[kind][1]
+        ax.text(
+            0.1,
+            y,
+            text,
+            fontsize=10.5,
+            weight="bold",
+            color=colour,
+            va="center",
+            linespacing=spacing,
+        )
 
 
 def main() -> None:

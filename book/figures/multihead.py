@@ -10,8 +10,7 @@ from __future__ import annotations
 import pathlib
 
 import matplotlib.pyplot as plt
-from figures.data_parallel import _box  # the house box: rounded, labelled
-from figures.diagram import arrow
+from figures.diagram import arrow, bare_axes, box, check_count
 from matplotlib.patches import Rectangle
 
 HEAD_COLOURS = ("#cfe3f7", "#fdd9b5", "#d8f0d0", "#e6d5f2")
@@ -70,10 +69,7 @@ def draw_multihead_attention(num_heads: int = 4):
     Raises:
         ValueError: if num_heads is not in [1, 4].
     """
-    if not 1 <= num_heads <= len(HEAD_COLOURS):
-        raise ValueError(
-            f"num_heads must be in [1, {len(HEAD_COLOURS)}], got {num_heads}"
-        )
+    check_count("num_heads", num_heads, 1, len(HEAD_COLOURS))
     fig, ax = plt.subplots(figsize=(7.6, 6.2))
     fig.subplots_adjust(left=0, right=1, bottom=0, top=1)
     columns = {"q": 2.0, "k": 6.0, "v": 10.0}
@@ -97,14 +93,13 @@ def draw_multihead_attention(num_heads: int = 4):
         )
         ax.text(x, 9.4, inputs[name], ha="center", va="center", fontsize=8.5)
         _arrow(ax, (x, 9.15), (x, 8.75))
-        _box(
+        box(
             ax,
-            x,
-            8.4,
-            2.2,
-            0.6,
+            (x, 8.4),
+            (2.2, 0.6),
             f"$\\mathbf{{W}}_{name}$ ($D \\times D$)",
             BOX_COLOUR,
+            fontsize=8.5,
         )
         _arrow(ax, (x, 8.08), (x, 7.55))
         centres[name] = _split_bar(ax, x, 7.3, num_heads)
@@ -138,16 +133,15 @@ def draw_multihead_attention(num_heads: int = 4):
                 colour=ARROW_COLOURS[i],
                 lw=0.7,
             )
-        _box(
+        box(
             ax,
-            hx,
-            head_y,
-            2.55,
-            0.9,
+            (hx, head_y),
+            (2.55, 0.9),
             f"head {i + 1}\n"
             f"softmax$(\\mathbf{{Q}}_{i + 1} \\mathbf{{K}}_{i + 1}^\\top / "
             f"\\sqrt{{d}})\\, \\mathbf{{V}}_{i + 1}$",
             HEAD_COLOURS[i],
+            fontsize=8.5,
         )
     # Concatenate the H outputs (Q x d each) back into one D-wide bar
     concat_y = 2.75
@@ -170,8 +164,13 @@ def draw_multihead_attention(num_heads: int = 4):
         fontsize=8,
     )
     _arrow(ax, (6.0, concat_y - 0.25), (6.0, 1.95))
-    _box(
-        ax, 6.0, 1.65, 2.2, 0.6, "$\\mathbf{W}_o$ ($D \\times D$)", BOX_COLOUR
+    box(
+        ax,
+        (6.0, 1.65),
+        (2.2, 0.6),
+        "$\\mathbf{W}_o$ ($D \\times D$)",
+        BOX_COLOUR,
+        fontsize=8.5,
     )
     _arrow(ax, (6.0, 1.33), (6.0, 0.95))
     ax.add_patch(
@@ -193,10 +192,7 @@ def draw_multihead_attention(num_heads: int = 4):
         va="center",
         fontsize=8,
     )
-    ax.set_xlim(-0.1, 12.1)
-    ax.set_ylim(0.3, 9.8)
-    ax.set_aspect("equal")
-    ax.axis("off")
+    bare_axes(ax, (-0.1, 12.1), (0.3, 9.8))
     return fig
 
 

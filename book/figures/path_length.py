@@ -12,6 +12,7 @@ from __future__ import annotations
 import pathlib
 
 import matplotlib.pyplot as plt
+from figures.diagram import check_count
 
 NODE, PATH, EDGE = "#4a4a4a", "#d62728", "#c8c8c8"
 
@@ -55,8 +56,7 @@ def draw_path_lengths(num_steps: int = 8):
     Raises:
         ValueError: if num_steps is not in [3, 12].
     """
-    if not 3 <= num_steps <= 12:
-        raise ValueError(f"num_steps must be in [3, 12], got {num_steps}")
+    check_count("num_steps", num_steps, 3, 12)
     last = num_steps - 1
     fig, axes = plt.subplots(1, 3, figsize=(9.5, 4.6))
     fig.subplots_adjust(left=0.02, right=0.98, top=0.9, bottom=0.25)
