@@ -29,7 +29,7 @@ import torch
 
 from course_pkg.attention import KVCache, MultiHeadAttention
 from course_pkg.checks import check_positive_int, check_valid_lens
-from course_pkg.masks import masked_softmax
+from course_pkg.masks import hide_unseen, masked_softmax
 from course_pkg.rotary import RotaryEmbedding
 
 # --------------------------------------------------------- blockwise attention
@@ -101,6 +101,10 @@ def blockwise_attention(
     lens = None
     if valid_lens is not None:  # (B, 1) or (B, Q)
         lens = valid_lens.to(queries.device).reshape(batch_size, -1)
+    seen = None  # (B, 1, K): keys some query may see
+    if lens is not None and num_queries > 0:
+        positions = torch.arange(num_keys, device=queries.device)
+        seen = (positions < lens.amax(-1, keepdim=True))[:, None]
     last_seen = None
     if causal:  # (Q, 1): the last key each query may see
         last_seen = torch.arange(num_queries, device=queries.device)[:, None]
@@ -115,6 +119,13 @@ def blockwise_attention(
     for start in range(0, num_keys, block_size):
         end = min(start + block_size, num_keys)
         block_keys = keys[:, :, start:end]  # (B, H, block, d)
+        block_values = values[:, :, start:end]  # (B, H, block, d_v)
+        if seen is not None:
+            # Keys no query may see (padding) never reach the output, even
+            # NaN or inf ones (0 * NaN is NaN).
+            block_seen = seen[..., start:end]
+            block_keys = hide_unseen(block_keys, block_seen)
+            block_values = hide_unseen(block_values, block_seen)
         # (B, H, Q, block): the only score matrix, one block wide.
         scores = queries @ block_keys.transpose(2, 3) * scale
         key_positions = torch.arange(start, end, device=queries.device)
@@ -135,7 +146,7 @@ def blockwise_attention(
             weights = weights * mask
         rescale = torch.exp(running_max - new_max)  # (B, H, Q, 1)
         running_sum = running_sum * rescale + weights.sum(-1, keepdim=True)
-        output = output * rescale + weights @ values[:, :, start:end]
+        output = output * rescale + weights @ block_values
         running_max = new_max
     # A query with nothing valid has running_sum = 0 and output = 0: keep 0.
     return output / torch.where(running_sum > 0, running_sum, 1.0)

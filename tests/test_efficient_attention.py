@@ -182,6 +182,40 @@ class _LargestTensor(TorchFunctionMode):
         return result
 
 
+@pytest.mark.parametrize("poison", [float("nan"), float("inf"), -float("inf")])
+@pytest.mark.parametrize("causal", [False, True])
+def test_blockwise_padding_never_reaches_the_output(poison, causal):
+    # NaN/inf in padded keys and values: the output is that of clean padding,
+    # finite, and equal to torch's attention on the valid keys alone.
+    torch.manual_seed(0)
+    B, H, Q, K, d = 2, 2, 4, 7, 8
+    q = torch.randn(B, H, Q, d, dtype=torch.float64)
+    k = torch.randn(B, H, K, d, dtype=torch.float64)
+    v = torch.randn(B, H, K, d, dtype=torch.float64)
+    lens = torch.tensor([5, 6])
+    clean = blockwise_attention(q, k, v, 3, causal=causal, valid_lens=lens)
+    k_bad, v_bad = k.clone(), v.clone()
+    for b, n in enumerate(lens.tolist()):
+        k_bad[b, :, n:], v_bad[b, :, n:] = poison, poison
+    dirty = blockwise_attention(
+        q, k_bad, v_bad, 3, causal=causal, valid_lens=lens
+    )
+    assert torch.isfinite(dirty).all()
+    assert torch.equal(dirty, clean)
+    for b, n in enumerate(lens.tolist()):
+        # causal with K > Q: query i sees keys up to i + K - Q, then padding
+        keep = torch.ones(Q, n, dtype=torch.bool)
+        if causal:
+            keep = torch.arange(n)[None] <= torch.arange(Q)[:, None] + K - Q
+        reference = F.scaled_dot_product_attention(
+            q[b : b + 1],
+            k[b : b + 1, :, :n],
+            v[b : b + 1, :, :n],
+            attn_mask=keep,
+        )
+        torch.testing.assert_close(dirty[b : b + 1], reference)
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_blockwise_never_builds_more_than_a_block_of_scores(causal):
     """Every intermediate has at most B*H*Q*max(block_size, d_v) elements; explicit attention has B*H*Q*K."""
