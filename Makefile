@@ -54,7 +54,11 @@ browser: build-book
 	bash tests/browser/install_chromium.sh
 	$(BIN)/python -m pytest -q tests/browser
 
-test: lint unit notebooks notebooks-portable build-book browser
+# The notebooks run on one thread each (they set it), so on a 2-core machine the unit tests and
+# the two notebook passes run two at a time; each target's output is printed when it ends.
+test: lint
+	$(MAKE) --no-print-directory -j2 --output-sync=target unit notebooks notebooks-portable
+	$(MAKE) --no-print-directory browser
 
 clean:
 	rm -rf _build $(VENV)
