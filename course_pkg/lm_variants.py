@@ -257,8 +257,8 @@ class VariantSettings:
     batch_size: int = 64
     num_steps: int = 33
     num_train: int = 2000
-    num_test: int = 200
-    lr_per_epoch: tuple[float, ...] = (0.01,) * 6
+    num_test: int = 400
+    lr_per_epoch: tuple[float, ...] = (0.02,) * 5 + (0.01, 0.005, 0.0025)
     grad_clip: float = 1.0
     max_new_tokens: int = 20
 
