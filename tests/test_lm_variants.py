@@ -79,7 +79,8 @@ def test_default_variant_equals_the_gpt_with_copied_weights(positional):
         torch.testing.assert_close(variant(X), expected, atol=1e-5, rtol=1e-5)
     prompt = X[:, :3]
     assert torch.equal(
-        generate(gpt, prompt, 6, top_k=1), generate(variant, prompt, 6, top_k=1)
+        generate(gpt, prompt, 6, top_k=1),
+        generate(variant, prompt, 6, top_k=1),
     )
 
 
@@ -169,7 +170,9 @@ def test_gradcheck_float64(options):
 
     def scores(weight):
         return torch.func.functional_call(
-            model, {"embedding.weight": weight}, (torch.tensor([[1, 4, 2, 6]]),)
+            model,
+            {"embedding.weight": weight},
+            (torch.tensor([[1, 4, 2, 6]]),),
         )
 
     # Differentiating through the block stack by the embedding table.
