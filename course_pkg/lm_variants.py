@@ -139,12 +139,13 @@ class VariantGPT(GPT):
     first (``dense`` is then ``Sequential(norm, Linear)``).
 
     Args:
-        vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks,
-        dropout, max_len, positional, use_bias: as :class:`course_pkg.gpt.GPT`.
-        num_kv_heads, norm, ffn, placement: as :class:`VariantBlock`.
+        vocab_size: V; the sizes after it, dropout, max_len, positional and
+            use_bias as in :class:`course_pkg.gpt.GPT`.
+        num_kv_heads: G; it, norm, ffn and placement as in
+            :class:`VariantBlock`.
     Raises:
-        TypeError/ValueError: on any argument GPT or VariantBlock refuses,
-            before any module is built.
+        TypeError/ValueError: on any argument GPT or VariantBlock refuses
+            (placement, norm and ffn before anything is built).
     """
 
     def __init__(
