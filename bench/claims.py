@@ -107,6 +107,31 @@ CLAIMS: dict[str, dict[str, str]] = {
         " for w in cosine_in)",
         "min output - other word": "min(cosine_out.values()) - other_word",
     },
+    "modern_training": {
+        "BLEU MHA": 'bleu_by_heads["MHA (G = 4)"]',
+        "BLEU GQA": 'bleu_by_heads["GQA (G = 2)"]',
+        "BLEU MQA": 'bleu_by_heads["MQA (G = 1)"]',
+        "BLEU MHA - GQA": 'bleu_by_heads["MHA (G = 4)"] - bleu_by_heads["GQA (G = 2)"]',
+        "BLEU MHA - MQA": 'bleu_by_heads["MHA (G = 4)"] - bleu_by_heads["MQA (G = 1)"]',
+        "loss post, no warm-up": 'warmup_runs["post-norm, no warm-up"]["epoch_loss"][-1]',
+        "loss post, warm-up": 'warmup_runs["post-norm, warm-up"]["epoch_loss"][-1]',
+        "loss pre, no warm-up": 'warmup_runs["pre-norm, no warm-up"]["epoch_loss"][-1]',
+        "loss pre, warm-up": 'warmup_runs["pre-norm, warm-up"]["epoch_loss"][-1]',
+        "post: no warm-up - warm-up": 'warmup_runs["post-norm, no warm-up"]["epoch_loss"][-1]'
+        ' - warmup_runs["post-norm, warm-up"]["epoch_loss"][-1]',
+        "post warm-up - pre no warm-up": 'warmup_runs["post-norm, warm-up"]["epoch_loss"][-1]'
+        ' - warmup_runs["pre-norm, no warm-up"]["epoch_loss"][-1]',
+        "|pre: no warm-up - warm-up|": 'abs(warmup_runs["pre-norm, no warm-up"]["epoch_loss"][-1]'
+        ' - warmup_runs["pre-norm, warm-up"]["epoch_loss"][-1])',
+        "ablation BLEU, lowest row": "min(ablation_bleu.values())",
+        "ablation BLEU, highest row": "max(ablation_bleu.values())",
+        "BLEU pre - post": 'ablation_bleu["+ pre-norm"] - ablation_bleu["GPT block (post, layer, ReLU)"]',
+        "BLEU RMSNorm - layer norm": 'ablation_bleu["+ RMSNorm"] - ablation_bleu["+ pre-norm"]',
+        "BLEU SwiGLU - ReLU": 'ablation_bleu["+ SwiGLU (F\' = 43)"] - ablation_bleu["+ RMSNorm"]',
+        "ablation loss, highest - lowest": "max(ablation_loss.values()) - min(ablation_loss.values())",
+        "grad norm post / pre, smallest": "min(a / b for a, b in"
+        ' zip(grad_norms["post"], grad_norms["pre"]))',
+    },
 }
 
 # Chapters measured by a function of one seed instead of their notebook.

@@ -42,6 +42,7 @@ Module                     What it holds (chapter)
 ``pretrain``               pretraining BERT and fine-tuning it
 ``gpt``                    a decoder-only Transformer, sampling, its cache
 ``lm_translation``         translation as language modelling with a GPT
+``lm_variants``            a GPT with options: KV heads, norm, FFN, placement
 ``plotting``               heatmaps and line plots
 =========================  =================================================
 

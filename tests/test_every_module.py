@@ -23,6 +23,7 @@ from course_pkg import (
     encoder_decoder,
     gpt,
     kernel_regression,
+    lm_variants,
     luong,
     modern_block,
     positional,
@@ -218,6 +219,12 @@ FORWARDS = {
     ).to(d)(*_bert_inputs(d)),
     gpt.GPT: lambda d: gpt.GPT(11, 8, 16, 2, 2, 0.1).to(d)(_tokens(d)),
     gpt.GPTBlock: _gpt_block,
+    lm_variants.VariantGPT: lambda d: lm_variants.VariantGPT(
+        11, 8, 16, 4, 2, 0.1, num_kv_heads=2, norm="rms", placement="pre"
+    ).to(d)(_tokens(d)),
+    lm_variants.VariantBlock: lambda d: lm_variants.VariantBlock(
+        8, 16, 4, 0.1, num_kv_heads=1, ffn="swiglu"
+    ).to(d)(_x(d, 2, 5, 8))[0],
 }
 
 
