@@ -40,10 +40,13 @@ from course_pkg.attention import KVCache
 from course_pkg.checks import check_last_dim, check_tensor
 from course_pkg.gpt import GPT, GPTCache
 from course_pkg.lm_translation import GPTSettings
-from course_pkg.modern_block import PreNormEncoderBlock, RMSNorm
+from course_pkg.modern_block import (
+    NORMS,
+    PreNormEncoderBlock,
+    check_block_options,
+)
 
 PLACEMENTS = ("post", "pre")
-NORMS = {"layer": nn.LayerNorm, "rms": RMSNorm}
 
 
 class VariantBlock(PreNormEncoderBlock):
@@ -166,10 +169,7 @@ class VariantGPT(GPT):
         placement: str = "post",
     ):
         check_placement(placement)
-        if norm not in NORMS:
-            raise ValueError(f"norm must be 'layer' or 'rms', got {norm!r}")
-        if ffn not in ("relu", "swiglu"):
-            raise ValueError(f"ffn must be 'relu' or 'swiglu', got {ffn!r}")
+        check_block_options(norm, ffn)
         super().__init__(
             vocab_size,
             num_hiddens,

@@ -103,6 +103,19 @@ class SwiGLUFFN(nn.Module):
         return self.down(F.silu(self.gate(X)) * self.up(X))
 
 
+# The block's options: name -> layer class.
+NORMS = {"layer": nn.LayerNorm, "rms": RMSNorm}
+FFNS = {"relu": PositionWiseFFN, "swiglu": SwiGLUFFN}
+
+
+def check_block_options(norm: str, ffn: str) -> None:
+    """Refuse a norm other than "layer"/"rms" or an FFN other than "relu"/"swiglu"."""
+    if norm not in NORMS:
+        raise ValueError(f"norm must be 'layer' or 'rms', got {norm!r}")
+    if ffn not in FFNS:
+        raise ValueError(f"ffn must be 'relu' or 'swiglu', got {ffn!r}")
+
+
 class PreNormEncoderBlock(nn.Module):
     """Pre-norm encoder block: X + attention(norm(X)), then + FFN(norm(.)).
 
@@ -141,12 +154,8 @@ class PreNormEncoderBlock(nn.Module):
         rotary: bool = False,
     ):
         super().__init__()
-        norms = {"layer": nn.LayerNorm, "rms": RMSNorm}
-        ffns = {"relu": PositionWiseFFN, "swiglu": SwiGLUFFN}
-        if norm not in norms:
-            raise ValueError(f"norm must be 'layer' or 'rms', got {norm!r}")
-        if ffn not in ffns:
-            raise ValueError(f"ffn must be 'relu' or 'swiglu', got {ffn!r}")
+        check_block_options(norm, ffn)
+        norms, ffns = NORMS, FFNS
         self.num_hiddens = num_hiddens
         self.norm1 = norms[norm](num_hiddens)
         self.attention = GroupedQueryAttention(
