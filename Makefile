@@ -54,11 +54,12 @@ browser: build-book
 	bash tests/browser/install_chromium.sh
 	$(BIN)/python -m pytest -q tests/browser
 
-# The notebooks run on one thread each (they set it), so on a 2-core machine the unit tests and
-# the two notebook passes run two at a time; each target's output is printed when it ends.
+# The notebooks run on one thread each (they set it), so on a 2-core machine the checks run two
+# at a time, the longest first: the portable pass takes one slot throughout, while the native
+# pass, the unit tests and the book build with its browser check follow one another in the
+# other. Each target's output is printed when it ends.
 test: lint
-	$(MAKE) --no-print-directory -j2 --output-sync=target unit notebooks notebooks-portable
-	$(MAKE) --no-print-directory browser
+	$(MAKE) --no-print-directory -j2 --output-sync=target notebooks-portable notebooks unit browser
 
 clean:
 	rm -rf _build $(VENV)
