@@ -210,7 +210,11 @@ class GPT(TokenStack):
                 f"cache must be a list of {len(self.blks)} (keys, values) "
                 "pairs from forward_with_cache"
             )
-        keys = cache[0][0]
+        return self._cached_steps(cache[0][0], batch_size)
+
+    def _cached_steps(self, keys: torch.Tensor, batch_size: int) -> int:
+        """t - Q, read from the first block's cached keys (B, t - Q, D);
+        refuses keys of another shape or batch."""
         if keys.dim() != 3 or keys.shape[0] != batch_size:
             raise ValueError(
                 f"cache keys must have shape (B, t, D) with B={batch_size} "
