@@ -27,7 +27,7 @@ Module                     What it holds (chapter)
 ``attention``              multi-head attention and its key/value cache
 ``toy_tasks``              the neighbour and copy-back tasks
 ``positional``             sinusoidal and learned positional encodings
-``transformer_blocks``     FFN, AddNorm, encoder and decoder blocks
+``transformer_blocks``     FFN, AddNorm, encoder and decoder blocks, TokenStack
 ``transformer``            settings, encoder, decoder, the Transformer
 ``attention_reading``      where a trained decoder looks, over a test set
 ``cost``                   sequential depth, FLOPs, timing a call

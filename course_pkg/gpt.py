@@ -28,9 +28,9 @@ import torch
 from torch import nn
 
 from course_pkg.attention import KVCache
-from course_pkg.checks import check_stack_args, check_token_ids
+from course_pkg.checks import check_token_ids
 from course_pkg.positional import LearnedPositionalEncoding, PositionalEncoding
-from course_pkg.transformer_blocks import TransformerEncoderBlock
+from course_pkg.transformer_blocks import TokenStack, TransformerEncoderBlock
 
 # One KVCache per block, in block order.
 GPTCache = list[KVCache]
@@ -74,7 +74,7 @@ class GPTBlock(TransformerEncoderBlock):
         return self.addnorm2(Y, self.ffn(Y)), cache
 
 
-class GPT(nn.Module):
+class GPT(TokenStack):
     """Decoder-only Transformer: embedding, positions, causal blocks, scores.
 
     Args:
@@ -108,16 +108,13 @@ class GPT(nn.Module):
         positional: str = "sinusoidal",
         use_bias: bool = False,
     ):
-        super().__init__()
-        sizes = (vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks)
-        check_stack_args(*sizes, max_len, dropout=dropout)
         if positional not in POSITIONAL:
             raise ValueError(
                 f"positional must be one of {POSITIONAL}, got {positional!r}"
             )
-        self.vocab_size, self.num_hiddens = vocab_size, num_hiddens
-        self.max_len, self.positional = max_len, positional
-        self.embedding = nn.Embedding(vocab_size, num_hiddens)
+        sizes = (vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks)
+        super().__init__(sizes, dropout, max_len)
+        self.positional = positional
         if positional == "sinusoidal":
             self.pos_encoding = PositionalEncoding(
                 num_hiddens, dropout, max_len
@@ -213,7 +210,11 @@ class GPT(nn.Module):
                 f"cache must be a list of {len(self.blks)} (keys, values) "
                 "pairs from forward_with_cache"
             )
-        keys = cache[0][0]
+        return self._cached_steps(cache[0][0], batch_size)
+
+    def _cached_steps(self, keys: torch.Tensor, batch_size: int) -> int:
+        """t - Q, read from the first block's cached keys (B, t - Q, D);
+        refuses keys of another shape or batch."""
         if keys.dim() != 3 or keys.shape[0] != batch_size:
             raise ValueError(
                 f"cache keys must have shape (B, t, D) with B={batch_size} "

@@ -38,7 +38,7 @@ from torch import nn
 
 from course_pkg.attention import KVCache
 from course_pkg.checks import check_last_dim, check_tensor
-from course_pkg.gpt import GPT, GPTCache
+from course_pkg.gpt import GPT
 from course_pkg.lm_translation import GPTSettings
 from course_pkg.modern_block import (
     NORMS,
@@ -209,16 +209,10 @@ class VariantGPT(GPT):
             for blk in self.blks
         )
 
-    def _check_cache(self, cache: GPTCache | None, batch_size: int) -> int:
-        """The number t - Q of cached positions; refuses a foreign cache."""
-        if cache is None:
-            return 0
-        if not isinstance(cache, list) or len(cache) != len(self.blks):
-            raise ValueError(
-                f"cache must be a list of {len(self.blks)} (keys, values) "
-                "pairs from forward_with_cache"
-            )
-        keys = cache[0][0]
+    def _cached_steps(self, keys: torch.Tensor, batch_size: int) -> int:
+        """t - Q, read from the first block's cached keys (B, G, t - Q, d);
+        refuses keys of another shape, batch or G (the list itself is
+        checked by the GPT's ``_check_cache``)."""
         expected = (batch_size, self.num_kv_heads)
         if keys.dim() != 4 or tuple(keys.shape[:2]) != expected:
             raise ValueError(

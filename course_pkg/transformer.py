@@ -27,7 +27,6 @@ from torch import nn
 
 from course_pkg.checks import (
     check_last_dim,
-    check_stack_args,
     check_tensor,
     check_token_ids,
     check_valid_lens,
@@ -36,6 +35,7 @@ from course_pkg.encoder_decoder import Decoder, Encoder, EncoderDecoder
 from course_pkg.positional import PositionalEncoding
 from course_pkg.transformer_blocks import (
     DecoderState,
+    TokenStack,
     TransformerDecoderBlock,
     TransformerEncoderBlock,
 )
@@ -70,7 +70,7 @@ def _use_weights(module: nn.Module, need_weights: bool | None) -> bool:
     return not module.training if need_weights is None else need_weights
 
 
-class TransformerEncoder(Encoder):
+class TransformerEncoder(TokenStack, Encoder):
     """Embedding scaled by sqrt(D), sinusoidal positions, num_blks blocks.
 
     Args:
@@ -94,11 +94,8 @@ class TransformerEncoder(Encoder):
         *,
         max_len: int = 1000,
     ):
-        super().__init__()
         sizes = (vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks)
-        check_stack_args(*sizes, max_len, dropout=dropout)
-        self.vocab_size, self.num_hiddens = vocab_size, num_hiddens
-        self.embedding = nn.Embedding(vocab_size, num_hiddens)
+        super().__init__(sizes, dropout, max_len)
         self.pos_encoding = PositionalEncoding(num_hiddens, dropout, max_len)
         self.blks = nn.ModuleList(
             TransformerEncoderBlock(
@@ -144,7 +141,7 @@ class TransformerEncoder(Encoder):
         return X
 
 
-class TransformerDecoder(Decoder):
+class TransformerDecoder(TokenStack, Decoder):
     """Embedding times sqrt(D), positions, num_blks blocks, dense layer to V.
 
     The state (see :meth:`init_state`) carries a key/value cache, so the
@@ -173,12 +170,8 @@ class TransformerDecoder(Decoder):
         *,
         max_len: int = 1000,
     ):
-        super().__init__()
         sizes = (vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks)
-        check_stack_args(*sizes, max_len, dropout=dropout)
-        self.vocab_size, self.num_hiddens = vocab_size, num_hiddens
-        self.num_blks = num_blks
-        self.embedding = nn.Embedding(vocab_size, num_hiddens)
+        super().__init__(sizes, dropout, max_len)
         self.pos_encoding = PositionalEncoding(num_hiddens, dropout, max_len)
         self.blks = nn.ModuleList(
             TransformerDecoderBlock(

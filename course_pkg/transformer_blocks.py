@@ -4,7 +4,8 @@ Chapter: "The Transformer". Post-norm blocks as in the paper (and in d2l):
 every sublayer is followed by ``AddNorm``, i.e.
 ``LayerNorm(X + dropout(sublayer(X)))``; the feed-forward network uses ReLU.
 Names and constructor arguments follow d2l, without its lazy layers. The
-stacks and the model that use these blocks are in :mod:`course_pkg.transformer`.
+stacks and the model that use these blocks are in :mod:`course_pkg.transformer`;
+:class:`TokenStack` is what those stacks and the GPT start with.
 
 Shape letters (see the package docstring): ``B`` batch, ``T`` source length,
 ``Q`` target positions fed in one call (the queries), ``t`` target positions
@@ -28,7 +29,7 @@ import torch
 from torch import nn
 
 from course_pkg.attention import KVCache, MultiHeadAttention
-from course_pkg.checks import check_last_dim
+from course_pkg.checks import check_last_dim, check_stack_args
 
 
 class PositionWiseFFN(nn.Module):
@@ -131,6 +132,43 @@ class TransformerEncoderBlock(nn.Module):
             X, self.attention(X, X, X, valid_lens, need_weights=need_weights)
         )
         return self.addnorm2(Y, self.ffn(Y))
+
+
+class TokenStack(nn.Module):
+    """What every stack that reads token ids starts with: sizes checked and
+    kept, and the token embedding.
+
+    :class:`course_pkg.transformer.TransformerEncoder`,
+    :class:`course_pkg.transformer.TransformerDecoder` and
+    :class:`course_pkg.gpt.GPT` call this first, then build their positions
+    and blocks (``pos_encoding``, ``blks``): in that order, which fixes the
+    random initialisation. They take the sizes in d2l's order and hand
+    them on as one tuple.
+
+    Args:
+        sizes: (vocab_size V, num_hiddens D, ffn_num_hiddens, num_heads H,
+            num_blks), ints >= 1; the FFN width and H are only checked here.
+        dropout: in [0, 1). max_len: longest sequence accepted, >= 1.
+    Attributes:
+        vocab_size, num_hiddens, num_blks, max_len: as given.
+        embedding: ``nn.Embedding(V, D)``, ids (B, T) -> (B, T, D).
+    Raises:
+        TypeError/ValueError: naming the size that is not an int >= 1, or
+            dropout outside [0, 1).
+    """
+
+    def __init__(
+        self,
+        sizes: tuple[int, int, int, int, int],
+        dropout: float,
+        max_len: int,
+    ):
+        super().__init__()
+        check_stack_args(*sizes, max_len, dropout=dropout)
+        vocab_size, num_hiddens, _, _, num_blks = sizes
+        self.vocab_size, self.num_hiddens = vocab_size, num_hiddens
+        self.num_blks, self.max_len = num_blks, max_len
+        self.embedding = nn.Embedding(vocab_size, num_hiddens)
 
 
 class BlockCache(NamedTuple):

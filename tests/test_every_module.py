@@ -40,6 +40,7 @@ ABSTRACT = {
     encoder_decoder.Decoder,
     scoring.ScoredAttention,
     seq2seq.AttentionGRUDecoder,
+    transformer_blocks.TokenStack,
 }
 
 

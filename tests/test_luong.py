@@ -1,33 +1,17 @@
-"""Tests for course_pkg.luong: the equations, the decoder contract, masking,
-gradcheck, meta device and bad input."""
+"""Tests for course_pkg.luong: the equations, shapes, cached decoding,
+gradcheck and bad input (the decoder contract, masking and devices: in
+tests/test_gru_decoders.py)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given, settings
 
 from course_pkg.decode import greedy_decode
 from course_pkg.luong import LuongAttentionDecoder, LuongGRUState, luong_model
 from course_pkg.seq2seq import Seq2SeqEncoder, Seq2SeqSettings
-from tests.seq2seq_cases import (
-    EMBED,
-    HIDDEN,
-    SHAPES,
-    SRC_V,
-    TGT_V,
-    assert_forward_backward_on,
-    assert_padding_ignored,
-    assert_steps_equal_whole,
-    encoder_run,
-)
+from tests.seq2seq_cases import EMBED, HIDDEN, SRC_V, TGT_V, encoder_run
 from tests.seq2seq_cases import random_batch as _batch
-
-VARIANTS = [
-    (score, feeding)
-    for score in ("general", "dot", "concat")
-    for feeding in (False, True)
-]
 
 
 def _model(score="general", input_feeding=False, num_layers=1):
@@ -103,17 +87,6 @@ def test_shapes(num_layers):
     assert model(src, tgt, valid_lens).shape == (3, 4, TGT_V)
 
 
-@pytest.mark.parametrize("score, input_feeding", VARIANTS)
-@settings(max_examples=8, deadline=None)
-@given(**SHAPES)
-def test_step_by_step_equals_whole_sequence(score, input_feeding, **shapes):
-    torch.manual_seed(0)
-    model = _model(score, input_feeding, num_layers=2)
-    fresh = assert_steps_equal_whole(model, **shapes)
-    # a call never changes the state it is given
-    assert not fresh.attentional.any()
-
-
 @pytest.mark.parametrize("input_feeding", [False, True])
 def test_cached_and_uncached_greedy_decoding_agree(input_feeding):
     torch.manual_seed(0)
@@ -125,11 +98,6 @@ def test_cached_and_uncached_greedy_decoding_agree(input_feeding):
     )
     assert torch.equal(cached, uncached)
     assert cached_w.shape == (4, cached.shape[1], 6)
-
-
-@pytest.mark.parametrize("input_feeding", [False, True])
-def test_padding_gets_zero_weight_and_changes_nothing(input_feeding):
-    assert_padding_ignored(_one_layer_decoder(input_feeding))
 
 
 @pytest.mark.parametrize("input_feeding", [False, True])
@@ -149,12 +117,6 @@ def test_gradcheck_float64(input_feeding):
     assert torch.autograd.gradcheck(
         run,
         (enc_outputs.requires_grad_(), hidden.requires_grad_()),
-    )
-
-
-def test_forward_backward_on_device(device):
-    assert_forward_backward_on(
-        _model(input_feeding=True, num_layers=2), device
     )
 
 

@@ -251,7 +251,7 @@ def test_bf16_on_cuda_trains():
 
 
 # Not the meta device: training reads loss values, which meta tensors do not have (the modules'
-# meta forward+backward is tested in test_seq2seq.py).
+# meta forward+backward is tested in test_gru_decoders.py).
 @pytest.mark.parametrize(
     "device", ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 )

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import pathlib
 
-import matplotlib.pyplot as plt
-from figures.diagram import arrow, box
+from figures.diagram import arrow, box, canvas
 
 ENCODER, DECODER, ATTENTION, OUTPUT = (
     "#cfe3f7",
@@ -118,8 +117,7 @@ def draw_attention_decoder(design: str = "bahdanau"):
         raise ValueError(
             f"design must be 'bahdanau' or 'luong', got {design!r}"
         )
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    fig.subplots_adjust(left=0, right=1, bottom=0, top=1)
+    fig, ax = canvas((6.4, 4.0))
     attention, items = DESIGNS[design]
     _encoder_and_attention(ax, attention)
     for item in items:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import pathlib
 
-import matplotlib.pyplot as plt
-from figures.diagram import arrow, bare_axes, box, check_count
+from figures.diagram import arrow, bare_axes, box, canvas, check_count
 from matplotlib.patches import Rectangle
 
 SHARD_COLOURS = ("#cfe3f7", "#fdd9b5", "#d8f0d0", "#e6d5f2")
@@ -30,8 +29,7 @@ def draw_data_parallelism(world_size: int = 2):
     check_count("world_size", world_size, 1, len(SHARD_COLOURS))
     column = 3.4  # width of one rank's column
     width = column * world_size
-    fig, ax = plt.subplots(figsize=(0.4 + 2.3 * world_size, 4.4))
-    fig.subplots_adjust(left=0, right=1, bottom=0, top=1)
+    fig, ax = canvas((0.4 + 2.3 * world_size, 4.4))
     # The global batch: G examples, one colour per shard
     cell = width / (4 * world_size)
     for i in range(4 * world_size):

@@ -1,13 +1,14 @@
 """Shared drawing helpers for the code-drawn diagrams of the chapters.
 
 A labelled box, an arrow (optionally labelled beside its middle), a check of how many items a
-figure is asked to draw, and the bare axes every diagram ends with. Used by the figure scripts of
-this folder (GRU, seq2seq, attention decoders, multi-head, data parallelism, path lengths, the
-concept map).
+figure is asked to draw, the margin-less canvas a diagram is drawn on and the bare axes every
+diagram ends with. Used by the figure scripts of this folder (GRU, seq2seq, attention decoders,
+multi-head, data parallelism, path lengths, the concept map).
 """
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
 
@@ -84,6 +85,14 @@ def check_count(name: str, value: int, low: int, high: int) -> None:
     """
     if not low <= value <= high:
         raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
+
+
+def canvas(figsize: tuple[float, float]):
+    """A figure of ``figsize`` inches whose one axes fills it edge to edge (no margins), for a
+    diagram drawn in data coordinates; returns (figure, axes)."""
+    fig, ax = plt.subplots(figsize=figsize)
+    fig.subplots_adjust(left=0, right=1, bottom=0, top=1)
+    return fig, ax
 
 
 def bare_axes(ax, xlim: tuple[float, float], ylim: tuple[float, float]):

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import pathlib
 
-import matplotlib.pyplot as plt
-from figures.diagram import arrow, bare_axes, box, check_count
+from figures.diagram import arrow, bare_axes, box, canvas, check_count
 from matplotlib.patches import Rectangle
 
 HEAD_COLOURS = ("#cfe3f7", "#fdd9b5", "#d8f0d0", "#e6d5f2")
@@ -70,8 +69,7 @@ def draw_multihead_attention(num_heads: int = 4):
         ValueError: if num_heads is not in [1, 4].
     """
     check_count("num_heads", num_heads, 1, len(HEAD_COLOURS))
-    fig, ax = plt.subplots(figsize=(7.6, 6.2))
-    fig.subplots_adjust(left=0, right=1, bottom=0, top=1)
+    fig, ax = canvas((7.6, 6.2))
     columns = {"q": 2.0, "k": 6.0, "v": 10.0}
     inputs = {
         "q": "queries ($Q \\times D$)",
