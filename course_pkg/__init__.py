@@ -40,6 +40,7 @@ Module                     What it holds (chapter)
 ``bert``                   BERT's encoder, heads and input masking
 ``bert_data``              BERT's inputs: vocabulary, segments, labels
 ``pretrain``               pretraining BERT and fine-tuning it
+``bert_experiment``        the BERT chapter's pretrained-vs-scratch experiment
 ``gpt``                    a decoder-only Transformer, sampling, its cache
 ``lm_translation``         translation as language modelling with a GPT
 ``lm_variants``            a GPT with options: KV heads, norm, FFN, placement

@@ -4,8 +4,8 @@ Chapter: "Pretraining an encoder: BERT". One vocabulary for both languages
 with ``<cls>``, ``<sep>`` and ``<mask>`` (:func:`bert_vocab`), single
 sentences ``<cls> A <sep>`` (:func:`encode_sentences`), pairs
 ``<cls> A <sep> B <sep>`` (:func:`add_second_segment`), the pair task "is B
-the translation of A?" (:func:`translation_pairs`) and the tense labels of
-the fine-tuning task (:func:`tense_dataset`).
+the translation of A?" (:func:`translation_pairs`) and the labels of the
+fine-tuning tasks, tense and frame (:func:`label_dataset`).
 """
 
 from __future__ import annotations
@@ -145,22 +145,35 @@ def translation_pairs(
 
 
 TENSES = ("present", "past", "future")
+FRAMES = ("transitive", "ditransitive", "motion", "activity", "copula")
+# The fine-tuning tasks: task -> (its column in the rows of
+# english_sentence_labels, its classes in the order of their ids).
+TASKS = {"tense": (1, TENSES), "frame": (3, FRAMES)}
 
 
-def tense_dataset(
-    vocab: Vocab, rows: Sequence[tuple[str, str, str]], num_steps: int
+def label_dataset(
+    vocab: Vocab,
+    rows: Sequence[tuple[str, str, str, str]],
+    num_steps: int,
+    task: str,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Inputs ``<cls> sentence <sep>`` and tense classes (index in TENSES).
+    """Inputs ``<cls> sentence <sep>`` and one task's classes.
 
     Args:
-        vocab: from :func:`bert_vocab`. rows: ``(english, tense, mood)`` as
-            :func:`~course_pkg.corpus.english_sentence_labels` gives them.
-        num_steps: T.
+        vocab: from :func:`bert_vocab`. rows: ``(english, tense, mood,
+            frame)`` as :func:`~course_pkg.corpus.english_sentence_labels`
+            gives them. num_steps: T. task: a key of :data:`TASKS`.
     Returns:
-        (tokens (N, T), segments (N, T), valid_lens (N,), labels (N,)).
+        (tokens (N, T), segments (N, T), valid_lens (N,), labels (N,)), a
+        label being the index of the row's class in ``TASKS[task][1]``.
+    Raises:
+        ValueError: if task is not a key of TASKS.
     """
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {sorted(TASKS)}, got {task!r}")
+    column, classes = TASKS[task]
     tokens, segments, valid_lens = encode_sentences(
-        vocab, [english for english, _, _ in rows], num_steps
+        vocab, [row[0] for row in rows], num_steps
     )
-    labels = torch.tensor([TENSES.index(tense) for _, tense, _ in rows])
+    labels = torch.tensor([classes.index(row[column]) for row in rows])
     return tokens, segments, valid_lens, labels

@@ -276,8 +276,8 @@ def _generate_corpus(
 @functools.lru_cache(maxsize=4)
 def english_sentence_labels(
     seed: int = 0, num_pairs: int = 8000
-) -> tuple[tuple[tuple[str, str, str], ...], ...]:
-    """Tense and mood of every English sentence of ``english_french_corpus(seed, num_pairs)``.
+) -> tuple[tuple[tuple[str, str, str, str], ...], ...]:
+    """Tense, mood and frame of every English sentence of ``english_french_corpus(seed, num_pairs)``.
 
     The corpus keeps only the sentences, not the meanings drawn to write them. This replays the
     same stream of meanings (``random.Random(seed)``, the same grammar) and writes each in English
@@ -288,8 +288,10 @@ def english_sentence_labels(
         seed, num_pairs: as in :func:`english_french_corpus`.
     Returns:
         (train, validation, test), aligned with that corpus' splits: tuples of
-        ``(english, tense, mood)`` with tense in {"present", "past", "future"} and mood in
-        {"statement", "negation", "question"}.
+        ``(english, tense, mood, frame)`` with tense in {"present", "past", "future"}, mood in
+        {"statement", "negation", "question"} and frame, what the verb takes, in
+        {"transitive", "ditransitive", "motion", "activity", "copula"} ("sees a cat", "gives a
+        book to a girl", "goes to the park", "sleeps", "is old").
     Raises:
         TypeError, ValueError: as :func:`english_french_corpus`.
     """
@@ -318,7 +320,7 @@ def english_sentence_labels(
                     if clause.question
                     else "statement"
                 )
-                labels[sentence] = (clause.tense, mood)
+                labels[sentence] = (clause.tense, mood, clause.kind)
     return tuple(
         tuple((english, *labels[english]) for english, _ in split)
         for split in splits

@@ -6,8 +6,9 @@ Chapter: "Pretraining an encoder: BERT". With the inputs of
 1. Pretraining (:func:`pretrain_bert`): MLM on the English sentences, with
    or without the pair objective.
 2. Fine-tuning (:func:`fine_tune`, :func:`predict`) from a few labels.
-3. The chapter's experiment (:func:`compare_pretraining`,
-   :func:`pair_task_accuracy`).
+
+The chapter's experiment, built on these, is in
+:mod:`course_pkg.bert_experiment`.
 
 The settings of the chapter and of ``bench/claims_bert.py`` live in one
 frozen dataclass, :class:`BERTSettings`, so the two cannot drift apart.
@@ -15,7 +16,6 @@ frozen dataclass, :class:`BERTSettings`, so the two cannot drift apart.
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -33,14 +33,10 @@ from course_pkg.bert import (
 )
 from course_pkg.bert_data import (
     NUM_SPECIAL,
-    TENSES,
     add_second_segment,
-    bert_vocab,
     encode_sentences,
-    tense_dataset,
     translation_pairs,
 )
-from course_pkg.corpus import english_french_corpus, english_sentence_labels
 from course_pkg.data import Vocab, tokenize
 
 
@@ -57,8 +53,11 @@ class BERTSettings:
     max_len: int = 40
     mask_prob: float = 0.15
     batch_size: int = 128
-    lr: float = 3e-3
-    pretrain_steps: int = 800
+    lr: float = 6e-3
+    # MLM alone, shared by both variants; then each continues for
+    # continue_steps, with MLM alone or with MLM and the pair task.
+    pretrain_steps: int = 600
+    continue_steps: int = 600
     num_labelled: int = 100
     finetune_epochs: int = 30
     finetune_batch_size: int = 20
@@ -85,6 +84,7 @@ def pretrain_bert(
     use_pair: bool,
     settings: BERTSettings = SETTINGS,
     seed: int = 0,
+    steps: int | None = None,
 ) -> dict[str, Any]:
     """Pretrain with masked language modelling, with or without the pair task.
 
@@ -103,6 +103,8 @@ def pretrain_bert(
         vocab: from :func:`~course_pkg.bert_data.bert_vocab`.
         use_pair: add the pair objective. settings: sizes and budgets.
         seed: seeds the batches, the masks and the pair draws.
+        steps: how many Adam steps (a fresh optimizer);
+            ``settings.pretrain_steps`` when None.
     Returns:
         dict with ``mlm_loss`` and ``pair_loss`` (lists, one per step; the
         latter empty without the pair task) and ``train_seconds``. The model
@@ -129,7 +131,7 @@ def pretrain_bert(
     cursor = 0
     model.train()
     start = time.perf_counter()
-    for _ in range(settings.pretrain_steps):
+    for _ in range(settings.pretrain_steps if steps is None else steps):
         if cursor + settings.batch_size > len(english):
             order = torch.randperm(len(english), generator=order_gen)
             partner, is_translation = translation_pairs(len(english), pair_gen)
@@ -278,116 +280,3 @@ def predict(
         )
     ]
     return torch.cat(predictions)
-
-
-# ----------------------------------------------- the chapter's experiment
-
-
-def new_bert(vocab_size: int, settings: BERTSettings, seed: int) -> BERTModel:
-    """A fresh :class:`BERTModel` of the settings' sizes; weights set by seed."""
-    torch.manual_seed(seed)
-    return BERTModel(
-        vocab_size,
-        settings.num_hiddens,
-        settings.ffn_num_hiddens,
-        settings.num_heads,
-        settings.num_blks,
-        settings.dropout,
-        settings.max_len,
-    )
-
-
-def compare_pretraining(
-    seed: int = 0, settings: BERTSettings = SETTINGS
-) -> dict[str, Any]:
-    """The chapter's experiment: pretrain two ways, fine-tune three encoders.
-
-    On ``english_french_corpus(0)``: pretrain one BERT with MLM alone and
-    one with MLM and the pair task (same initial weights, batches and masks),
-    then fine-tune each encoder, and a fresh one of the same initial
-    weights, on the tense of the first ``settings.num_labelled`` training
-    sentences with the same budget, and score the test split.
-
-    Args:
-        seed: seeds the weights, batches, masks, pairs and fine-tuning order.
-        settings: sizes and budgets.
-    Returns:
-        dict with ``vocab``; ``models`` {"MLM", "MLM + pair"} -> pretrained
-        :class:`BERTModel`; ``histories`` (their :func:`pretrain_bert`
-        results); ``classifiers`` and ``accuracy`` {"scratch", "MLM",
-        "MLM + pair"} -> fine-tuned :class:`BERTClassifier` and its test
-        accuracy (float).
-    """
-    train, _, _ = english_french_corpus(0)
-    labelled, _, test_rows = english_sentence_labels(0)
-    english = [pair[0] for pair in train]
-    french = [pair[1] for pair in train]
-    vocab = bert_vocab(english + french)
-    num_steps = (settings.max_len + 1) // 2
-    few = tense_dataset(vocab, labelled[: settings.num_labelled], num_steps)
-    test = tense_dataset(vocab, test_rows, num_steps)
-    models, histories = {}, {}
-    for name, use_pair in (("MLM", False), ("MLM + pair", True)):
-        models[name] = new_bert(len(vocab), settings, seed)
-        histories[name] = pretrain_bert(
-            models[name], english, french, vocab, use_pair, settings, seed
-        )
-    encoders = {"scratch": new_bert(len(vocab), settings, seed).encoder}
-    encoders.update({name: model.encoder for name, model in models.items()})
-    classifiers, accuracy = {}, {}
-    for name, encoder in encoders.items():
-        torch.manual_seed(seed)  # the same fresh head for every encoder
-        classifier = BERTClassifier(
-            copy.deepcopy(encoder), len(TENSES), settings.pooling
-        )
-        fine_tune(classifier, *few, settings, seed)
-        predictions = predict(classifier, *test[:3])
-        classifiers[name] = classifier
-        accuracy[name] = float((predictions == test[3]).float().mean())
-    return {
-        "vocab": vocab,
-        "models": models,
-        "histories": histories,
-        "classifiers": classifiers,
-        "accuracy": accuracy,
-    }
-
-
-@torch.no_grad()
-def pair_task_accuracy(
-    model: BERTModel,
-    vocab: Vocab,
-    settings: BERTSettings = SETTINGS,
-    seed: int = 0,
-) -> float:
-    """Accuracy of the pair head on the test split of the corpus (seed 0).
-
-    Each English test sentence goes with its translation or with another test
-    sentence's French (:func:`~course_pkg.bert_data.translation_pairs`,
-    seeded by seed).
-
-    Args:
-        model: a pretrained :class:`BERTModel`. vocab: its vocabulary.
-        settings: for max_len. seed: the draw of the pairs.
-    Returns:
-        The fraction of pairs whose class the head gets right.
-    """
-    _, _, test = english_french_corpus(0)
-    first, _, first_lens = encode_sentences(
-        vocab, [english for english, _ in test], (settings.max_len + 1) // 2
-    )
-    partner, is_translation = translation_pairs(
-        len(test), torch.Generator().manual_seed(seed)
-    )
-    seconds = [vocab[tokenize(test[int(j)][1])] for j in partner]
-    tokens, segments, valid_lens = add_second_segment(
-        first, first_lens, seconds, vocab["<sep>"], vocab.pad, settings.max_len
-    )
-    device = next(model.parameters()).device
-    model.eval()
-    _, _, scores = model(
-        tokens.to(device), segments.to(device), valid_lens.to(device)
-    )
-    return float(
-        (scores.argmax(dim=-1).cpu() == is_translation).float().mean()
-    )

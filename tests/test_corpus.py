@@ -44,7 +44,7 @@ def test_labels_align_with_the_deduplicated_corpus():
     splits = english_french_corpus(1, num_pairs=1000)
     labels = english_sentence_labels(1, num_pairs=1000)
     for split, labelled in zip(splits, labels):
-        assert [e for e, _ in split] == [e for e, _, _ in labelled]
+        assert [e for e, _ in split] == [row[0] for row in labelled]
 
 
 @pytest.mark.parametrize(

@@ -8,18 +8,18 @@ import pytest
 import torch
 
 from course_pkg.bert import BERTClassifier, BERTEncoder, BERTModel
-from course_pkg.corpus import english_french_corpus, english_sentence_labels
-from course_pkg.pretrain import (
+from course_pkg.bert_data import (
     NUM_SPECIAL,
-    SETTINGS,
+    TASKS,
     add_second_segment,
     bert_vocab,
     encode_sentences,
-    fine_tune,
-    predict,
-    pretrain_bert,
+    label_dataset,
     translation_pairs,
 )
+from course_pkg.bert_experiment import compare_pretraining, new_bert
+from course_pkg.corpus import english_french_corpus, english_sentence_labels
+from course_pkg.pretrain import SETTINGS, fine_tune, predict, pretrain_bert
 
 ENGLISH = [
     "the cat sleeps .",
@@ -125,6 +125,19 @@ def test_pretraining_is_repeatable_and_trains_every_head_it_uses(use_pair):
         return history, changed
 
     (first, changed), (again, _) = run(), run()
+    torch.manual_seed(0)
+    shorter = pretrain_bert(
+        BERTModel(len(vocab), 8, 16, 2, 1, 0.1, max_len=24),
+        ENGLISH,
+        FRENCH,
+        vocab,
+        use_pair,
+        TINY,
+        seed=3,
+        steps=2,
+    )
+    # `steps` overrides the settings' count; the steps taken are the same.
+    assert shorter["mlm_loss"] == first["mlm_loss"][:2]
     assert (
         first["mlm_loss"] == again["mlm_loss"] and len(first["mlm_loss"]) == 6
     )
@@ -167,12 +180,80 @@ def test_sentence_labels_follow_the_corpus_and_the_surface():
     corpus = english_french_corpus(5, num_pairs=300)
     labelled = english_sentence_labels(5, num_pairs=300)
     assert [[e for e, _ in split] for split in corpus] == [
-        [e for e, _, _ in split] for split in labelled
+        [row[0] for row in split] for split in labelled
     ]
     rows = [row for split in labelled for row in split]
-    assert {tense for _, tense, _ in rows} == {"present", "past", "future"}
-    for english, tense, mood in rows:
+    assert {row[1] for row in rows} == set(TASKS["tense"][1])
+    assert {row[3] for row in rows} == set(TASKS["frame"][1])
+    # Each frame but the transitive one has verbs of its own (every form).
+    frame_verbs = {
+        "copula": {"be", "is", "are", "am", "was", "were"},
+        "ditransitive": {"give", "gives", "gave"},
+        "motion": {"go", "goes", "went", "come", "comes", "came"},
+        "activity": {"sleep", "sleeps", "slept", "play", "plays", "played"},
+    }
+    for english, tense, mood, frame in rows:
         words = english.split()
         assert (tense == "future") == ("will" in words), english
         assert (mood == "question") == (words[-1] == "?"), english
         assert (mood == "negation") == ("not" in words), english
+        for name, verbs in frame_verbs.items():
+            assert (frame == name) == bool(verbs & set(words)), english
+
+
+def test_label_dataset_encodes_each_task_and_refuses_others():
+    rows = english_sentence_labels(5, num_pairs=300)[0][:40]
+    vocab = bert_vocab([row[0] for row in rows])
+    for task, (column, classes) in TASKS.items():
+        tokens, segments, valid_lens, labels = label_dataset(
+            vocab, rows, 20, task
+        )
+        assert tokens.shape == segments.shape == (40, 20)
+        assert [classes[i] for i in labels.tolist()] == [
+            row[column] for row in rows
+        ]
+        assert torch.equal(
+            valid_lens,
+            encode_sentences(vocab, [row[0] for row in rows], 20)[2],
+        )
+    with pytest.raises(ValueError, match="task"):
+        label_dataset(vocab, rows, 20, "mood")
+
+
+def test_the_chapter_experiment_forks_one_pretraining_and_scores_every_task():
+    settings = dataclasses.replace(
+        TINY,
+        max_len=SETTINGS.max_len,
+        pretrain_steps=3,
+        continue_steps=2,
+        num_labelled=8,
+        finetune_epochs=1,
+    )
+    result = compare_pretraining(seed=1, settings=settings)
+    histories, vocab = result["histories"], result["vocab"]
+    assert [len(histories[k]["mlm_loss"]) for k in histories] == [3, 2, 2]
+    assert histories["MLM"]["pair_loss"] == []
+    assert len(histories["MLM + pair"]["pair_loss"]) == 2
+    # The shared part is an ordinary pretraining of the seed's fresh model.
+    train, _, _ = english_french_corpus(0)
+    again = pretrain_bert(
+        new_bert(len(vocab), settings, seed=1),
+        [pair[0] for pair in train],
+        [pair[1] for pair in train],
+        vocab,
+        False,
+        settings,
+        seed=1,
+    )
+    assert again["mlm_loss"] == histories["shared"]["mlm_loss"]
+    # Only the pair variant trains the pair head after the fork.
+    mlm, pair = result["models"]["MLM"], result["models"]["MLM + pair"]
+    assert not torch.equal(mlm.pair.output.weight, pair.pair.output.weight)
+    tokens, segments, valid_lens = encode_sentences(vocab, ["you sleep ."], 6)
+    for task, (_, classes) in TASKS.items():
+        accuracy = result["accuracy"][task]
+        assert set(accuracy) == {"scratch", "MLM", "MLM + pair"}
+        assert all(0.0 <= value <= 1.0 for value in accuracy.values())
+        for classifier in result["classifiers"][task].values():
+            scores = classifier(tokens, segments, valid_lens)
+            assert scores.shape == (1, len(classes))

@@ -1,0 +1,170 @@
+"""The BERT chapter's experiment: does pretraining help, does the pair task?
+
+Chapter: "Pretraining an encoder: BERT". :func:`compare_pretraining` pretrains
+with :func:`~course_pkg.pretrain.pretrain_bert` (MLM alone, and MLM with the
+pair task), fine-tunes the pretrained encoders and one from scratch with
+:func:`~course_pkg.pretrain.fine_tune` on each task of
+:data:`~course_pkg.bert_data.TASKS`, and scores the test split;
+:func:`pair_task_accuracy` scores the pair head. ``bench/claims_bert.py`` runs
+the same function over seeds and CPU paths.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+
+from course_pkg.bert import BERTClassifier, BERTModel
+from course_pkg.bert_data import (
+    TASKS,
+    add_second_segment,
+    bert_vocab,
+    encode_sentences,
+    label_dataset,
+    translation_pairs,
+)
+from course_pkg.corpus import english_french_corpus, english_sentence_labels
+from course_pkg.data import Vocab, tokenize
+from course_pkg.pretrain import (
+    SETTINGS,
+    BERTSettings,
+    fine_tune,
+    predict,
+    pretrain_bert,
+)
+
+
+def new_bert(vocab_size: int, settings: BERTSettings, seed: int) -> BERTModel:
+    """A fresh :class:`BERTModel` of the settings' sizes; weights set by seed."""
+    torch.manual_seed(seed)
+    return BERTModel(
+        vocab_size,
+        settings.num_hiddens,
+        settings.ffn_num_hiddens,
+        settings.num_heads,
+        settings.num_blks,
+        settings.dropout,
+        settings.max_len,
+    )
+
+
+def compare_pretraining(
+    seed: int = 0, settings: BERTSettings = SETTINGS
+) -> dict[str, Any]:
+    """The chapter's experiment: pretrain two ways, fine-tune three encoders.
+
+    On ``english_french_corpus(0)``: pretrain one BERT with MLM alone for
+    ``settings.pretrain_steps``; copy it twice and continue each copy for
+    ``settings.continue_steps``, one with MLM alone, one with MLM and the
+    pair task (same batches and masks). Then fine-tune each of the two
+    encoders, and a fresh one of the same initial weights (from scratch), on
+    each task of :data:`~course_pkg.bert_data.TASKS` (tense, frame) from the
+    labels of the first ``settings.num_labelled`` training sentences, with
+    the same budget, and score the test split.
+
+    Args:
+        seed: seeds the weights, batches, masks, pairs and fine-tuning order.
+        settings: sizes and budgets.
+    Returns:
+        dict with ``vocab``; ``models`` {"MLM", "MLM + pair"} -> pretrained
+        :class:`BERTModel`; ``histories`` {"shared", "MLM", "MLM + pair"}
+        (:func:`pretrain_bert` results: the shared steps, then each
+        continuation); ``classifiers`` and ``accuracy``, task -> {"scratch",
+        "MLM", "MLM + pair"} -> fine-tuned :class:`BERTClassifier` and its
+        test accuracy (float).
+    """
+    train, _, _ = english_french_corpus(0)
+    labelled, _, test_rows = english_sentence_labels(0)
+    english = [pair[0] for pair in train]
+    french = [pair[1] for pair in train]
+    vocab = bert_vocab(english + french)
+    shared = new_bert(len(vocab), settings, seed)
+    histories = {
+        "shared": pretrain_bert(
+            shared, english, french, vocab, False, settings, seed
+        )
+    }
+    models = {}
+    for name, use_pair in (("MLM", False), ("MLM + pair", True)):
+        models[name] = copy.deepcopy(shared)
+        histories[name] = pretrain_bert(
+            models[name],
+            english,
+            french,
+            vocab,
+            use_pair,
+            settings,
+            seed + 1,  # new batches and masks, the same for both
+            steps=settings.continue_steps,
+        )
+    encoders = {"scratch": new_bert(len(vocab), settings, seed).encoder}
+    encoders.update({name: model.encoder for name, model in models.items()})
+    num_steps = (settings.max_len + 1) // 2
+    classifiers: dict[str, dict[str, BERTClassifier]] = {}
+    accuracy: dict[str, dict[str, float]] = {}
+    for task, (_, classes) in TASKS.items():
+        few = label_dataset(
+            vocab, labelled[: settings.num_labelled], num_steps, task
+        )
+        test = label_dataset(vocab, test_rows, num_steps, task)
+        classifiers[task], accuracy[task] = {}, {}
+        for name, encoder in encoders.items():
+            torch.manual_seed(seed)  # the same fresh head for every encoder
+            classifier = BERTClassifier(
+                copy.deepcopy(encoder), len(classes), settings.pooling
+            )
+            fine_tune(classifier, *few, settings, seed)
+            predictions = predict(classifier, *test[:3])
+            classifiers[task][name] = classifier
+            accuracy[task][name] = float(
+                (predictions == test[3]).float().mean()
+            )
+    return {
+        "vocab": vocab,
+        "models": models,
+        "histories": histories,
+        "classifiers": classifiers,
+        "accuracy": accuracy,
+    }
+
+
+@torch.no_grad()
+def pair_task_accuracy(
+    model: BERTModel,
+    vocab: Vocab,
+    settings: BERTSettings = SETTINGS,
+    seed: int = 0,
+) -> float:
+    """Accuracy of the pair head on the test split of the corpus (seed 0).
+
+    Each English test sentence goes with its translation or with another test
+    sentence's French (:func:`~course_pkg.bert_data.translation_pairs`,
+    seeded by seed).
+
+    Args:
+        model: a pretrained :class:`BERTModel`. vocab: its vocabulary.
+        settings: for max_len. seed: the draw of the pairs.
+    Returns:
+        The fraction of pairs whose class the head gets right.
+    """
+    _, _, test = english_french_corpus(0)
+    first, _, first_lens = encode_sentences(
+        vocab, [english for english, _ in test], (settings.max_len + 1) // 2
+    )
+    partner, is_translation = translation_pairs(
+        len(test), torch.Generator().manual_seed(seed)
+    )
+    seconds = [vocab[tokenize(test[int(j)][1])] for j in partner]
+    tokens, segments, valid_lens = add_second_segment(
+        first, first_lens, seconds, vocab["<sep>"], vocab.pad, settings.max_len
+    )
+    device = next(model.parameters()).device
+    model.eval()
+    _, _, scores = model(
+        tokens.to(device), segments.to(device), valid_lens.to(device)
+    )
+    return float(
+        (scores.argmax(dim=-1).cpu() == is_translation).float().mean()
+    )
