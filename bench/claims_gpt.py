@@ -4,7 +4,8 @@ Trains exactly what ``book/gpt.ipynb`` trains, with the same settings
 (``course_pkg.lm_translation.GPT_SETTINGS`` and the chapter-7 Transformer's
 sizes). :func:`measure` gives, on the 800 test pairs: the test BLEU (greedy)
 of the GPT, of the encoder–decoder Transformer and of the GPT without
-positional encoding; and, for the GPT, the BLEU and the share of sentences
+positional encoding; and, for the GPT, on the first
+``GPT_SETTINGS.num_sampled`` test pairs, the BLEU and the share of sentences
 whose two sampled translations differ under each sampling setting.
 ``bench/claims.py --chapters gpt`` runs it for seeds 0, 1, 2 on each CPU path
 (one thread, a fresh process each) and prints the min and max of every
@@ -125,7 +126,10 @@ def measure(seed: int) -> dict[str, float]:
     row["GPT no-PE BLEU"] = corpus_bleu(hypotheses, references)
     row["Transformer - GPT"] = row["Transformer BLEU"] - row["GPT BLEU"]
     row["no-PE - GPT"] = row["GPT no-PE BLEU"] - row["GPT BLEU"]
+    n = GPT_SETTINGS.num_sampled
     for name, setting in SAMPLING.items():
-        bleu, differ = sampled(gpt, vocab, sources, references, seed, setting)
+        bleu, differ = sampled(
+            gpt, vocab, sources[:n], references[:n], seed, setting
+        )
         row[f"{name} BLEU"], row[f"{name} differ"] = bleu, differ
     return row

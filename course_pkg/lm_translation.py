@@ -42,7 +42,8 @@ class GPTSettings:
     The sizes are those of the chapter-7 Transformer (D = 32, 4 heads, FFN
     128, no dropout), with as many blocks as its encoder and decoder
     together, so the two models have about as many parameters; both get
-    the same epochs, learning rates and batch size.
+    the same epochs, learning rates and batch size. Each sampling setting
+    translates the first ``num_sampled`` test sentences (twice).
     """
 
     num_hiddens: int = 32
@@ -54,10 +55,11 @@ class GPTSettings:
     batch_size: int = 64
     # The longest training sequence, english <sep> french <eos>, minus one.
     num_steps: int = 33
-    lr_per_epoch: tuple[float, ...] = (0.01, 0.01, 0.01, 0.01, 0.005, 0.0025)
+    lr_per_epoch: tuple[float, ...] = (0.01, 0.01, 0.01, 0.005, 0.0025)
     grad_clip: float = 1.0
     # Longer than any French sentence of the corpus, <eos> included.
     max_new_tokens: int = 20
+    num_sampled: int = 400
 
     def model_sizes(self) -> dict[str, Any]:
         """The GPT constructor's arguments from vocab_size on."""
