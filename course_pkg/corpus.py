@@ -11,9 +11,13 @@ code, the same for a given seed on every machine.
 from __future__ import annotations
 
 import functools
+import hashlib
 import random
 from collections.abc import Sequence
+from importlib.metadata import version
+from pathlib import Path
 
+from course_pkg import corpus_grammar
 from course_pkg.checks import check_int
 from course_pkg.corpus_grammar import (
     TENSES,
@@ -23,6 +27,7 @@ from course_pkg.corpus_grammar import (
     sample_clause,
 )
 from course_pkg.data import Pair, normalise
+from course_pkg.files import cached_json
 
 # -- Writing a meaning in English and in French with pyrealb ----------------------------------
 
@@ -202,8 +207,10 @@ def english_french_corpus(
     past and future, negation, yes/no questions, prepositional phrases, pronoun objects) and
     written in both languages by pyrealb. Each English sentence has exactly one French
     translation: "you" is always "vous", "they" always "ils", "I" and "we" are masculine.
-    Generation takes a few seconds; it is cached per (seed, num_pairs) and every call returns
-    fresh lists, so changing them does not change the next call's result.
+    Generation takes a few seconds, so the result is kept in memory and on disk
+    (:func:`course_pkg.files.cached_json`, keyed by the generator's code, pyrealb's version and
+    the arguments: a notebook after the first reads it); every call returns fresh lists, so
+    changing them does not change the next call's result.
 
     Args:
         seed: seed of the random grammar.
@@ -224,8 +231,28 @@ def english_french_corpus(
     return tuple(list(split) for split in _generate_corpus(seed, num_pairs))
 
 
+def _generator_key(*arguments: object) -> str:
+    """What a generated corpus depends on: this code, the grammar's, pyrealb, the arguments."""
+    digest = hashlib.sha256()
+    for module in (__file__, corpus_grammar.__file__):
+        digest.update(Path(module).read_bytes())
+    digest.update(repr((version("pyrealb"), *arguments)).encode())
+    return digest.hexdigest()
+
+
 @functools.lru_cache(maxsize=8)
 def _generate_corpus(
+    seed: int, num_pairs: int
+) -> tuple[tuple[Pair, ...], tuple[Pair, ...], tuple[Pair, ...]]:
+    splits = cached_json(
+        f"corpus-{seed}-{num_pairs}",
+        _generator_key("corpus", seed, num_pairs),
+        lambda: _generate_pairs(seed, num_pairs),
+    )
+    return tuple(tuple(tuple(pair) for pair in split) for split in splits)
+
+
+def _generate_pairs(
     seed: int, num_pairs: int
 ) -> tuple[tuple[Pair, ...], tuple[Pair, ...], tuple[Pair, ...]]:
     rng = random.Random(seed)
@@ -296,6 +323,17 @@ def english_sentence_labels(
         TypeError, ValueError: as :func:`english_french_corpus`.
     """
     splits = english_french_corpus(seed, num_pairs)
+    rows = cached_json(
+        f"labels-{seed}-{num_pairs}",
+        _generator_key("labels", seed, num_pairs),
+        lambda: _replay_labels(seed, splits),
+    )
+    return tuple(tuple(tuple(row) for row in split) for split in rows)
+
+
+def _replay_labels(
+    seed: int, splits: tuple[list[Pair], ...]
+) -> tuple[tuple[tuple[str, str, str, str], ...], ...]:
     wanted = {english for split in splits for english, _ in split}
     rng, labels, seen = random.Random(seed), {}, set()
     while not wanted <= labels.keys():

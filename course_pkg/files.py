@@ -1,17 +1,22 @@
-"""Writing files so that a crash never leaves half of one behind.
+"""Writing files so that a crash never leaves half of one behind, and keeping
+what takes seconds to compute.
 
-Used by :func:`course_pkg.checkpoint.save_checkpoint` and
-:func:`course_pkg.tatoeba.download_fra_eng`.
+:func:`write_atomically` is used by :func:`course_pkg.checkpoint.save_checkpoint`,
+:func:`course_pkg.tatoeba.download_fra_eng` and :func:`cached_json`, which
+keeps the generated corpus (:mod:`course_pkg.corpus`) on disk so that every
+notebook after the first reads it instead of generating it again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 
 def _umask() -> int:
@@ -57,3 +62,58 @@ def write_atomically(
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         raise
+
+
+def cache_dir() -> Path | None:
+    """The folder where :func:`cached_json` keeps its files, or None for none.
+
+    ``COURSE_CACHE_DIR`` when set (the empty string turns the cache off),
+    else ``$XDG_CACHE_HOME/course_pkg``, else ``~/.cache/course_pkg``.
+    """
+    chosen = os.environ.get("COURSE_CACHE_DIR")
+    if chosen is not None:
+        return Path(chosen) if chosen else None
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "course_pkg"
+
+
+def cached_json(name: str, key: str, compute: Callable[[], Any]) -> Any:
+    """``compute()``, or the value an earlier call with the same key stored.
+
+    The value is kept as JSON in ``cache_dir() / f"{name}.json"`` with the
+    key and the SHA-256 of its text. A file that is missing, unreadable,
+    of another key or whose digest does not match is ignored: the value is
+    computed again and the file rewritten (atomically, so processes that
+    share the folder never read half a file). Without a cache folder, or if
+    it cannot be written, the value is computed and returned all the same.
+
+    Args:
+        name: the file's name in the folder (one file per name).
+        key: everything the value depends on (e.g. a digest of the code
+            and the arguments that produce it).
+        compute: gives the value, made of what JSON keeps (lists, dicts,
+            strings, numbers): tuples come back as lists.
+    Returns:
+        The value, as JSON gives it back (also when just computed).
+    """
+    folder = cache_dir()
+    path = None if folder is None else folder / f"{name}.json"
+    if path is not None:
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            stored = json.loads(path.read_text(encoding="utf-8"))
+            text = stored["value"]
+            digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            if stored["key"] == key and stored["sha256"] == digest:
+                return json.loads(text)
+    text = json.dumps(compute(), ensure_ascii=False)
+    if path is not None:
+        record = {
+            "key": key,
+            "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+            "value": text,
+        }
+        data = json.dumps(record, ensure_ascii=False).encode("utf-8")
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(path, lambda handle: handle.write(data))
+    return json.loads(text)
