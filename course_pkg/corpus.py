@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib.metadata import version
 from pathlib import Path
 
@@ -231,25 +231,31 @@ def english_french_corpus(
     return tuple(list(split) for split in _generate_corpus(seed, num_pairs))
 
 
-def _generator_key(*arguments: object) -> str:
-    """What a generated corpus depends on: this code, the grammar's, pyrealb, the arguments."""
+def _kept_on_disk(
+    what: str, seed: int, num_pairs: int, compute: Callable[[], Sequence]
+) -> tuple[tuple[tuple[str, ...], ...], ...]:
+    """``compute()`` (splits of rows of strings) through the disk cache, as tuples.
+
+    The key is what the result depends on: this code, the grammar's, pyrealb's version and the
+    arguments.
+    """
     digest = hashlib.sha256()
     for module in (__file__, corpus_grammar.__file__):
         digest.update(Path(module).read_bytes())
-    digest.update(repr((version("pyrealb"), *arguments)).encode())
-    return digest.hexdigest()
+    digest.update(repr((version("pyrealb"), what, seed, num_pairs)).encode())
+    splits = cached_json(
+        f"{what}-{seed}-{num_pairs}", digest.hexdigest(), compute
+    )
+    return tuple(tuple(tuple(row) for row in split) for split in splits)
 
 
 @functools.lru_cache(maxsize=8)
 def _generate_corpus(
     seed: int, num_pairs: int
 ) -> tuple[tuple[Pair, ...], tuple[Pair, ...], tuple[Pair, ...]]:
-    splits = cached_json(
-        f"corpus-{seed}-{num_pairs}",
-        _generator_key("corpus", seed, num_pairs),
-        lambda: _generate_pairs(seed, num_pairs),
+    return _kept_on_disk(
+        "corpus", seed, num_pairs, lambda: _generate_pairs(seed, num_pairs)
     )
-    return tuple(tuple(tuple(pair) for pair in split) for split in splits)
 
 
 def _generate_pairs(
@@ -323,12 +329,9 @@ def english_sentence_labels(
         TypeError, ValueError: as :func:`english_french_corpus`.
     """
     splits = english_french_corpus(seed, num_pairs)
-    rows = cached_json(
-        f"labels-{seed}-{num_pairs}",
-        _generator_key("labels", seed, num_pairs),
-        lambda: _replay_labels(seed, splits),
+    return _kept_on_disk(
+        "labels", seed, num_pairs, lambda: _replay_labels(seed, splits)
     )
-    return tuple(tuple(tuple(row) for row in split) for split in rows)
 
 
 def _replay_labels(
