@@ -92,7 +92,7 @@ CLAIMS: dict[str, dict[str, str]] = {
         "validation BLEU, last epoch": "val_bleu[-1]",
         "loss, last epoch": "loss",
         "greedy test BLEU": "greedy_bleu",
-        "beam changes (of 200)": "changed",
+        "beam changes (of 100)": "changed",
         "|beam - greedy| BLEU": "abs(beam_bleu - greedy_subset_bleu)",
         "argmax on adjective": "reading.on_adjective",
         "argmax on adjective / chance": "reading.on_adjective / reading.chance",
