@@ -56,16 +56,19 @@ RUNS = {
 WORLD_SIZE = 2
 
 
-def _rank_main(rank: int, port: int, save_dir: str) -> None:
+def _rank_main(rank: int, ports: list[int], save_dir: str) -> None:
     os.environ.update(
         MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
         RANK=str(rank),
         WORLD_SIZE=str(WORLD_SIZE),
         LOCAL_RANK=str(rank),
         LOCAL_WORLD_SIZE=str(WORLD_SIZE),
     )
     for i, (flags, _) in enumerate(RUNS.values()):
+        # A port per process group: rank 0 serves the rendezvous on it, and a
+        # rank that reused the last group's port could reach the closing server
+        # of that group instead of the new one.
+        os.environ["MASTER_PORT"] = str(ports[i])
         distributed.main(
             [
                 *ARGV,
@@ -98,9 +101,13 @@ def trained(tmp_path_factory):
         }
     save_dir = tmp_path_factory.mktemp("ddp")
     context = multiprocessing.get_context("fork")
-    port = data_parallel.free_port()
+    ports: list[int] = []
+    while len(ports) < len(RUNS):
+        port = data_parallel.free_port()
+        if port not in ports:
+            ports.append(port)
     ranks = [
-        context.Process(target=_rank_main, args=(rank, port, str(save_dir)))
+        context.Process(target=_rank_main, args=(rank, ports, str(save_dir)))
         for rank in range(WORLD_SIZE)
     ]
     for process in ranks:
