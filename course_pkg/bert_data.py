@@ -146,8 +146,8 @@ def translation_pairs(
 
 TENSES = ("present", "past", "future")
 FRAMES = ("transitive", "ditransitive", "motion", "activity", "copula")
-# The fine-tuning tasks: task -> (its column in the rows of
-# english_sentence_labels, its classes in the order of their ids).
+#: The fine-tuning tasks: task -> (its column in the rows of
+#: english_sentence_labels, its classes in the order of their ids).
 TASKS = {"tense": (1, TENSES), "frame": (3, FRAMES)}
 
 

@@ -70,7 +70,7 @@ def compare_pretraining(
     Returns:
         dict with ``vocab``; ``models`` {"MLM", "MLM + pair"} -> pretrained
         :class:`BERTModel`; ``histories`` {"shared", "MLM", "MLM + pair"}
-        (:func:`pretrain_bert` results: the shared steps, then each
+        (:func:`~course_pkg.pretrain.pretrain_bert` results: the shared steps, then each
         continuation); ``classifiers`` and ``accuracy``, task -> {"scratch",
         "MLM", "MLM + pair"} -> fine-tuned :class:`BERTClassifier` and its
         test accuracy (float).
