@@ -75,6 +75,21 @@ class KVCache(NamedTuple):
     keys: torch.Tensor
     values: torch.Tensor
 
+    def extend(self, new: KVCache, dim: int) -> KVCache:
+        """This cache followed by ``new`` along the position axis ``dim``.
+
+        Args:
+            new: the cache of the next positions, with the same shape as
+                this one except along ``dim``.
+            dim: the position axis: 1 for (B, K, D), 2 for (B, G, K, d).
+        Returns:
+            A new cache; neither this one nor ``new`` is changed.
+        """
+        return KVCache(
+            torch.cat([self.keys, new.keys], dim=dim),
+            torch.cat([self.values, new.values], dim=dim),
+        )
+
 
 class MultiHeadAttention(nn.Module):
     """Multi-head attention: H scaled dot-product attentions on learned
@@ -198,12 +213,7 @@ class MultiHeadAttention(nn.Module):
             not changed.
         """
         new = KVCache(self.W_k(keys), self.W_v(values))  # (B, K_new, D) each
-        if past is None:
-            return new
-        return KVCache(
-            torch.cat([past.keys, new.keys], dim=1),
-            torch.cat([past.values, new.values], dim=1),
-        )
+        return new if past is None else past.extend(new, dim=1)
 
     def attend(
         self,

@@ -261,12 +261,7 @@ class GroupedQueryAttention(MultiHeadAttention):
         new = KVCache(
             keys, self._split_heads(self.W_v(values), self.num_kv_heads)
         )
-        if past is None:
-            return new
-        return KVCache(
-            torch.cat([past.keys, new.keys], dim=2),
-            torch.cat([past.values, new.values], dim=2),
-        )
+        return new if past is None else past.extend(new, dim=2)
 
     def attend(
         self,

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from course_pkg.attention import (
+    KVCache,
     MultiHeadAttention,
     copy_weights_from_torch,
     transpose_output,
@@ -556,3 +557,20 @@ def test_out_of_range_lengths_are_refused_on_the_cpu_and_act_clamped_elsewhere()
     assert DotProductAttention()(
         meta, meta, meta, torch.tensor([7, -1], device="meta")
     ).shape == (2, 3, 4)
+
+
+@pytest.mark.parametrize("dim", [1, 2])
+def test_kv_cache_extend_appends_positions_and_keeps_both_caches(dim):
+    shape = (2, 3, 4, 5)
+    past = KVCache(torch.randn(shape), torch.randn(shape))
+    new_shape = list(shape)
+    new_shape[dim] = 2
+    new = KVCache(torch.randn(new_shape), torch.randn(new_shape))
+    kept = [t.clone() for t in (*past, *new)]
+    both = past.extend(new, dim=dim)
+    for got, first, second in zip(both, past, new):
+        assert got.shape[dim] == shape[dim] + 2
+        assert torch.equal(got.narrow(dim, 0, shape[dim]), first)
+        assert torch.equal(got.narrow(dim, shape[dim], 2), second)
+    for before, after in zip(kept, (*past, *new)):
+        assert torch.equal(before, after)
