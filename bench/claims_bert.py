@@ -3,7 +3,8 @@
 The chapter runs ``compare_pretraining(seed=0)``: pretrained (MLM, MLM + pair task) against from
 scratch, accuracy on the test split for two tasks, the tense and the frame of a sentence. Training results differ across CPUs (SIMD paths change
 float sums), so a claim the notebook asserts must hold over seeds and paths. :func:`measure` gives
-every accuracy of both tasks, the gains over scratch and the pair task's accuracy for one seed;
+every accuracy of both tasks, the gains over scratch, the pair task's accuracy and the linear
+probes of exercise 4 for one seed;
 ``bench/claims.py --chapters bert`` runs it for seeds 0, 1, 2, each in a fresh process on each CPU
 path, and prints the minimum and maximum of each.
 
@@ -15,7 +16,14 @@ from __future__ import annotations
 
 import torch
 
-from course_pkg.bert_experiment import compare_pretraining, pair_task_accuracy
+from course_pkg.bert_data import TASKS
+from course_pkg.bert_experiment import (
+    compare_pretraining,
+    linear_probe,
+    new_bert,
+    pair_task_accuracy,
+)
+from course_pkg.pretrain import SETTINGS
 
 
 def measure(seed: int) -> dict[str, float]:
@@ -41,4 +49,21 @@ def measure(seed: int) -> dict[str, float]:
     values["pair task"] = pair_task_accuracy(
         result["models"]["MLM + pair"], result["vocab"]
     )
+    # Exercise 4: linear probes of the frozen MLM encoder and of the same
+    # initial weights untrained.
+    untrained = new_bert(len(result["vocab"]), SETTINGS, seed).encoder
+    for task in TASKS:
+        probes = {
+            name: linear_probe(encoder, result["vocab"], task)
+            for name, encoder in (
+                ("untrained", untrained),
+                ("MLM", result["models"]["MLM"].encoder),
+            )
+        }
+        values.update(
+            {f"probe {task}: {name}": value for name, value in probes.items()}
+        )
+        values[f"probe {task}: MLM - untrained"] = (
+            probes["MLM"] - probes["untrained"]
+        )
     return values

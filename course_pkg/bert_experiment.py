@@ -5,8 +5,9 @@ with :func:`~course_pkg.pretrain.pretrain_bert` (MLM alone, and MLM with the
 pair task), fine-tunes the pretrained encoders and one from scratch with
 :func:`~course_pkg.pretrain.fine_tune` on each task of
 :data:`~course_pkg.bert_data.TASKS`, and scores the test split;
-:func:`pair_task_accuracy` scores the pair head. ``bench/claims_bert.py`` runs
-the same function over seeds and CPU paths.
+:func:`pair_task_accuracy` scores the pair head, and :func:`linear_probe` what
+a frozen encoder's outputs make easy to read (the chapter's exercise 4).
+``bench/claims_bert.py`` runs the same functions over seeds and CPU paths.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import copy
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
-from course_pkg.bert import BERTClassifier, BERTModel
+from course_pkg.bert import BERTClassifier, BERTEncoder, BERTModel
 from course_pkg.bert_data import (
     TASKS,
     add_second_segment,
@@ -168,3 +170,111 @@ def pair_task_accuracy(
     return float(
         (scores.argmax(dim=-1).cpu() == is_translation).float().mean()
     )
+
+
+@torch.no_grad()
+def mean_outputs(
+    encoder: BERTEncoder,
+    tokens: torch.Tensor,
+    segments: torch.Tensor,
+    valid_lens: torch.Tensor,
+) -> torch.Tensor:
+    """The mean of the encoder's outputs over each input's valid positions.
+
+    Args:
+        encoder: used in eval mode. tokens, segments: (N, T).
+        valid_lens: (N,), each at least 1.
+    Returns:
+        (N, D) float64, on the encoder's device. The encoder is left in
+        eval mode.
+    """
+    device = next(encoder.parameters()).device
+    tokens, segments = tokens.to(device), segments.to(device)
+    valid_lens = valid_lens.to(device)
+    encoder.eval()
+    encoded = encoder(tokens, segments, valid_lens).double()  # (N, T, D)
+    positions = torch.arange(tokens.shape[1], device=device)
+    real = (positions[None] < valid_lens[:, None]).double()  # (N, T)
+    return (encoded * real[..., None]).sum(dim=1) / real.sum(dim=1)[:, None]
+
+
+def linear_probe(
+    encoder: BERTEncoder,
+    vocab: Vocab,
+    task: str,
+    settings: BERTSettings = SETTINGS,
+    l2: float = 1e-3,
+) -> float:
+    """Test accuracy of a logistic regression on a frozen encoder's outputs.
+
+    The features are :func:`mean_outputs` of each sentence, standardised by
+    the labelled sentences' mean and deviation; the first
+    ``settings.num_labelled`` training sentences of
+    ``english_sentence_labels(0)`` fit a linear classifier (cross-entropy
+    plus ``l2`` times the squared weights, a convex loss minimised by
+    L-BFGS in float64); the test split scores it. The encoder's weights
+    are not changed; it is left in eval mode.
+
+    Args:
+        encoder: the encoder to probe. vocab: its vocabulary.
+        task: a key of :data:`~course_pkg.bert_data.TASKS`.
+        settings: for max_len and num_labelled. l2: the weight penalty.
+    Returns:
+        The fraction of test sentences whose class the probe gets right.
+    """
+    labelled, _, test_rows = english_sentence_labels(0)
+    num_steps = (settings.max_len + 1) // 2
+    few = label_dataset(
+        vocab, labelled[: settings.num_labelled], num_steps, task
+    )
+    test = label_dataset(vocab, test_rows, num_steps, task)
+    train_x, test_x = (
+        mean_outputs(encoder, *few[:3]),
+        mean_outputs(encoder, *test[:3]),
+    )  # (N, D) each
+    mean, std = train_x.mean(dim=0), train_x.std(dim=0).clamp(min=1e-8)
+    train_x, test_x = (train_x - mean) / std, (test_x - mean) / std
+    train_y, test_y = few[3].to(train_x.device), test[3].to(test_x.device)
+    weight, bias = fit_linear_classifier(
+        train_x, train_y, len(TASKS[task][1]), l2
+    )
+    predictions = (test_x @ weight + bias).argmax(dim=-1)
+    return float((predictions == test_y).double().mean())
+
+
+def fit_linear_classifier(
+    X: torch.Tensor, y: torch.Tensor, num_classes: int, l2: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Multinomial logistic regression: minimise the mean cross-entropy of
+    ``X @ weight + bias`` plus ``l2`` times the sum of squared weights (the
+    bias is not penalised), a convex loss, by L-BFGS.
+
+    Args:
+        X: (N, F) features. y: (N,) classes in [0, num_classes).
+        num_classes: C. l2: the penalty, > 0 (it makes the minimum unique).
+    Returns:
+        weight (F, C) and bias (C,), detached, in X's dtype and device.
+    """
+    weight = torch.zeros(
+        X.shape[1], num_classes, dtype=X.dtype, device=X.device
+    ).requires_grad_()
+    bias = torch.zeros(
+        num_classes, dtype=X.dtype, device=X.device
+    ).requires_grad_()
+    optimizer = torch.optim.LBFGS(
+        [weight, bias],
+        max_iter=500,
+        tolerance_grad=1e-9,
+        line_search_fn="strong_wolfe",
+    )
+
+    def loss() -> torch.Tensor:
+        optimizer.zero_grad()
+        value = F.cross_entropy(X @ weight + bias, y)
+        value = value + l2 * weight.square().sum()
+        value.backward()
+        return value
+
+    with torch.enable_grad():
+        optimizer.step(loss)
+    return weight.detach(), bias.detach()
