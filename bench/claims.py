@@ -57,16 +57,30 @@ CLAIMS: dict[str, dict[str, str]] = {
         "LOO loss last/first": "losses[-1] / losses[0]",
         "|learned - best width|": "abs(learned_width - best_width)",
         "width K=25 - K=400": "learned_widths[0] - learned_widths[-1]",
+        "validation MSE learned / initial": "mse(y_learned) / mse(y_initial)",
+        "validation MSE learned / sweep's best": "mse(y_learned) / min(val_mse)",
+        "learned / best validation width": "learned_width / best_val_width",
     },
     "multihead_attention": {
         "H=1: worse side": "min(accuracies[1])",
         "H=1: better side": "max(accuracies[1])",
         "H=2,4: worst side": "min(min(accuracies[h]) for h in (2, 4))",
+        "H=1: |left - right| weight": "abs(on_left - on_right)",
+        "H=1: left + right weight": "on_left + on_right",
+        "H=1: larger share = better side": "(on_left > on_right)"
+        " == (accuracies[1][0] > accuracies[1][1])",
+        "H=2 one head off: lost side, highest": "max(min(a) for a in ablated.values())",
+        "H=2 one head off: kept side, lowest": "min(max(a) for a in ablated.values())",
+        "H=2 one head off: the heads lose different sides": "len({min((0, 1), key=a.__getitem__)"
+        " for a in ablated.values()}) == 2",
     },
     "self_attention": {
         "both: length 16 (worst)": "min(seen_short.values())",
         "learned: positions 16-31": 'unseen_long["learned"]',
         "sinusoidal: positions 16-31": 'unseen_long["sinusoidal"]',
+        "sinusoidal: positions 2-15 at length 32": 'seen_long["sinusoidal"]',
+        "sinusoidal: length 16 - length 32, positions 2-15": 'seen_short["sinusoidal"]'
+        ' - seen_long["sinusoidal"]',
     },
     "encoder_decoder": {
         "loss last/first epoch": 'history["epoch_loss"][-1] / history["epoch_loss"][0]',

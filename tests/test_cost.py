@@ -1,4 +1,4 @@
-"""Sequential depth, FLOP-free cost helpers of the Transformer chapter."""
+"""Sequential depth, operation counts and timing helpers (course_pkg.cost)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import time
 import pytest
 import torch
 
+from course_pkg.attention import MultiHeadAttention
 from course_pkg.cost import (
     call_seconds,
+    count_flops,
     fastest_seconds,
     median_seconds,
     sequential_depth,
@@ -64,6 +66,54 @@ def test_depth_refuses_what_autograd_did_not_build():
         sequential_depth([1.0])
     with pytest.raises(ValueError, match="grad_fn"):
         sequential_depth(torch.ones(2))
+
+
+@pytest.mark.parametrize(
+    "batch, n_in, n_out", [(1, 1, 1), (3, 5, 7), (8, 64, 32)]
+)
+def test_a_linear_layer_costs_two_operations_per_weight_and_row(
+    batch, n_in, n_out
+):
+    layer = torch.nn.Linear(n_in, n_out)
+    x = torch.randn(batch, n_in)
+    with torch.no_grad():
+        assert count_flops(lambda: layer(x)) == 2 * batch * n_in * n_out
+    # backward: one product for the weight's gradient, and one more for the
+    # input's when the input needs one
+    assert count_flops(lambda: layer(x).sum().backward()) == (
+        2 * 2 * batch * n_in * n_out
+    )
+    x.requires_grad_()
+    assert count_flops(lambda: layer(x).sum().backward()) == (
+        3 * 2 * batch * n_in * n_out
+    )
+
+
+@pytest.mark.parametrize("T", [1, 5, 16, 40])
+def test_counts_of_the_self_attention_chapter_layers(T):
+    # the formulas the chapter checks: convolution 2kBTD^2, GRU (CPU) 12BTD^2
+    # (two products per gate per step), self-attention 8BTD^2 + 4BT^2D
+    torch.manual_seed(0)
+    B, D, k = 2, 8, 3
+    X = torch.randn(B, T, D)
+    conv = torch.nn.Conv1d(D, D, k, padding=1)
+    gru = torch.nn.GRU(D, D, batch_first=True)
+    attention = MultiHeadAttention(D, 2)
+    with torch.no_grad():
+        assert count_flops(lambda: conv(X.transpose(1, 2))) == (
+            2 * k * B * T * D**2
+        )
+        assert count_flops(lambda: gru(X)) == 12 * B * T * D**2
+        assert count_flops(lambda: attention(X, X, X)) == (
+            8 * B * T * D**2 + 4 * B * T**2 * D
+        )
+
+
+def test_count_flops_counts_nothing_for_elementwise_work_and_refuses_non_callables():
+    x = torch.randn(100)
+    assert count_flops(lambda: (x * 2 + 1).softmax(0)) == 0
+    with pytest.raises(TypeError, match="fn"):
+        count_flops(3)
 
 
 def test_fastest_seconds_warms_up_then_times_each_repeat():
