@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
 
+from course_pkg import cost
 from course_pkg.attention import MultiHeadAttention
 from course_pkg.cost import (
     call_seconds,
@@ -138,10 +137,15 @@ def test_call_seconds_makes_warmup_untimed_calls_first(warmup):
         call_seconds(lambda: None, warmup=1.0)
 
 
-def test_median_seconds_is_the_middle_call():
-    durations = iter([0.0, 0.03, 0.01, 0.02])  # the warm-up, then three calls
+def test_median_seconds_is_the_middle_call(monkeypatch):
+    # A fake clock that only the timed function moves: each call takes the
+    # next duration (whole seconds, exact in floating point), so the median is
+    # known exactly; a real sleep would make the test depend on the machine.
+    clock = [0.0]
+    durations = iter([100.0, 4.0, 1.0, 2.0])  # the warm-up, then three calls
 
-    def sleep_next():
-        time.sleep(next(durations))
+    def take_next():
+        clock[0] += next(durations)
 
-    assert 0.015 <= median_seconds(sleep_next, repeats=3) < 0.03
+    monkeypatch.setattr(cost.time, "perf_counter", lambda: clock[0])
+    assert median_seconds(take_next, repeats=3) == 2.0
