@@ -3,7 +3,8 @@
 - ``device`` fixture: every module test runs on the CPU, on ``meta`` (which has no data, so any
   tensor wired to the CPU inside a module makes the test fail) and on CUDA when there is one.
 - hypothesis: no per-example deadline for the property tests (a model's first call is slow, and
-  a shared machine slows any call), set once here as the ``course`` profile.
+  a shared machine slows any call), set once here as the ``course`` profile, on top of
+  hypothesis' ``ci`` profile under CI (:func:`tests.ci.in_ci`) and its default profile elsewhere.
 - the package's disk cache (the generated corpus, :func:`course_pkg.files.cached_json`) goes to a
   folder of the session, removed at its end, unless ``COURSE_CACHE_DIR`` is set: a test run
   neither reads a user's cache nor fills it. The notebooks' kernels inherit the variable.
@@ -20,7 +21,15 @@ import pytest
 import torch
 from hypothesis import settings
 
-settings.register_profile("course", deadline=None)
+from tests.ci import in_ci
+
+# Built on hypothesis' own profile for the place it runs: under CI its "ci" profile
+# (derandomised, no example database, no too_slow health check), elsewhere its default.
+settings.register_profile(
+    "course",
+    parent=settings.get_profile("ci" if in_ci() else "default"),
+    deadline=None,
+)
 settings.load_profile("course")
 
 # The browser check of the built book runs on its own, after the build (`make browser`).
