@@ -97,12 +97,13 @@ def test_masked_softmax_without_lens_is_softmax():
     keys=st.integers(1, 6),
     per_query=st.booleans(),
     causal=st.booleans(),
+    seed=st.integers(0, 10_000),
     data=st.data(),
 )
 def test_masked_softmax_property(
-    batch, queries, keys, per_query, causal, data
+    batch, queries, keys, per_query, causal, seed, data
 ):
-    """Rows sum to 1 over valid positions (or are all zero) and are exactly 0 elsewhere."""
+    """Rows are the softmax over the valid positions (or all zero) and exactly 0 elsewhere."""
     shape = (batch, queries) if per_query else (batch,)
     lens = data.draw(
         st.lists(
@@ -114,11 +115,16 @@ def test_masked_softmax_property(
     valid_lens = torch.tensor(lens).reshape(shape)
     if causal and keys < queries:
         causal = False
-    X = randn(batch, queries, keys) * 10
+    generator = torch.Generator().manual_seed(seed)
+    X = torch.randn(batch, queries, keys, generator=generator) * 10
     weights = masked_softmax(X, valid_lens, causal=causal)
-    mask = sequence_mask(valid_lens, keys).expand(batch, queries, keys)
-    if causal:
-        mask = mask & causal_mask(queries, keys)
+    # the positions that may be attended, from index comparisons (not our mask helpers)
+    key_pos = torch.arange(keys)
+    lens = valid_lens.reshape(batch, -1, 1)  # (B, 1 or Q, 1)
+    mask = (key_pos < lens).expand(batch, queries, keys)
+    if causal:  # query i is position i + K - Q and sees the keys up to it
+        query_pos = torch.arange(queries)[:, None] + (keys - queries)
+        mask = mask & (key_pos <= query_pos)
     assert torch.all(weights[~mask] == 0)
     row_sums = weights.sum(-1)
     has_valid = mask.any(-1)
@@ -126,6 +132,9 @@ def test_masked_softmax_property(
         row_sums[has_valid], torch.ones_like(row_sums[has_valid]), atol=1e-6
     )
     assert torch.all(row_sums[~has_valid] == 0)
+    # and over the valid positions it is the softmax of those scores alone
+    reference = torch.where(mask, X, float("-inf")).softmax(-1).nan_to_num(0.0)
+    torch.testing.assert_close(weights, reference)
 
 
 @pytest.mark.parametrize("per_query", [False, True])
