@@ -90,13 +90,18 @@ def test_additive_attention_ignores_poisoned_padding(inputs):
     device=st.sampled_from(["cpu", "meta"]),
     need_weights=st.booleans(),
     with_lens=st.booleans(),
+    seed=st.integers(0, 10_000),
 )
 def test_empty_batches_and_sequences_work(
-    B, Q, K, device, need_weights, with_lens
+    B, Q, K, device, need_weights, with_lens, seed
 ):
-    layer = MultiHeadAttention(8, 2, bias=True).to(device)
-    q = torch.randn(B, Q, 8, device=device, requires_grad=True)
-    kv = torch.randn(B, K, 8, device=device)
+    # the weights from the seed, leaving the global RNG as it was
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        layer = MultiHeadAttention(8, 2, bias=True).to(device)
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(B, Q, 8, generator=generator).to(device).requires_grad_()
+    kv = torch.randn(B, K, 8, generator=generator).to(device)
     lens = torch.full((B,), K, device=device) if with_lens else None
     out = layer(q, kv, kv, lens, need_weights=need_weights)
     assert out.shape == (B, Q, 8)
@@ -105,8 +110,8 @@ def test_empty_batches_and_sequences_work(
         assert torch.isfinite(out).all()
 
 
-def wrong_argument(draw, good):
-    """One argument made wrong, and the error it must raise."""
+def wrong_argument(draw, good, generator):
+    """One argument made wrong (random values from ``generator``), and the error it must raise."""
     kind = draw(
         st.sampled_from(
             ["str", "list", "int dtype", "float64", "width", "rank", "batch"]
@@ -121,25 +126,33 @@ def wrong_argument(draw, good):
     if kind == "float64":
         return good.double(), TypeError
     if kind == "width":
-        return torch.randn(*good.shape[:-1], good.shape[-1] + 1), ValueError
+        shape = (*good.shape[:-1], good.shape[-1] + 1)
+        return torch.randn(shape, generator=generator), ValueError
     if kind == "rank":
         return good[0], ValueError
-    return torch.randn(good.shape[0] + 1, *good.shape[1:]), ValueError
+    shape = (good.shape[0] + 1, *good.shape[1:])
+    return torch.randn(shape, generator=generator), ValueError
 
 
 # 60 calls.
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_a_wrong_argument_is_named_before_any_state_changes(data):
-    layer = MultiHeadAttention(8, 2)
+    seed = data.draw(st.integers(0, 10_000), label="seed")
+    # the weights from the seed, leaving the global RNG as it was
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        layer = MultiHeadAttention(8, 2)
+    generator = torch.Generator().manual_seed(seed)
     good = {
-        name: torch.randn(2, 3, 8) for name in ("queries", "keys", "values")
+        name: torch.randn(2, 3, 8, generator=generator)
+        for name in ("queries", "keys", "values")
     }
     layer(*good.values())
     weights_before = layer.attention_weights
     params_before = [p.clone() for p in layer.parameters()]
     name = data.draw(st.sampled_from(sorted(good)))
-    bad, error = wrong_argument(data.draw, good[name])
+    bad, error = wrong_argument(data.draw, good[name], generator)
     arguments = {**good, name: bad}
     need_weights = data.draw(st.booleans())
     with pytest.raises(error, match=name):
@@ -164,8 +177,11 @@ def test_a_wrong_argument_is_named_before_any_state_changes(data):
     need_weights=st.booleans(),
 )
 def test_bad_valid_lens_are_named(lens, need_weights):
-    layer = MultiHeadAttention(8, 2)
-    X = torch.randn(2, 3, 8)
+    # the weights from the seed, leaving the global RNG as it was
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        layer = MultiHeadAttention(8, 2)
+    X = torch.randn(2, 3, 8, generator=torch.Generator().manual_seed(0))
     with pytest.raises((TypeError, ValueError), match="valid_lens"):
         layer(X, X, X, lens, need_weights=need_weights)
 
