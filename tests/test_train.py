@@ -233,10 +233,7 @@ def test_bf16_refused_off_cuda():
         )
 
 
-@pytest.mark.skipif(
-    not torch.cuda.is_available(),
-    reason="needs CUDA (bf16 autocast is CUDA-only)",
-)
+@pytest.mark.cuda  # bf16 autocast is CUDA-only here
 def test_bf16_on_cuda_trains():
     model = tiny_model()
     history = train_seq2seq(
@@ -256,7 +253,7 @@ def test_bf16_on_cuda_trains():
 # Not the meta device: training reads loss values, which meta tensors do not have (the modules'
 # meta forward+backward is tested in test_gru_decoders.py).
 @pytest.mark.parametrize(
-    "device", ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    "device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 )
 def test_batches_are_moved_to_the_training_device(device):
     device = torch.device(device)
