@@ -88,6 +88,7 @@ CLAIMS: dict[str, dict[str, str]] = {
         "beam: more probable": "more",
         "beam: less probable": "less",
         "beam BLEU - greedy BLEU": 'beam_scores["beam 4"] - beam_scores["greedy"]',
+        "beam changes (of 100)": "len(differ)",
     },
     "bahdanau": {
         "loss Bahdanau/GRU": 'histories["Bahdanau attention"]["epoch_loss"][-1]'
@@ -101,6 +102,17 @@ CLAIMS: dict[str, dict[str, str]] = {
         "entropy / uniform": "float(entropy.mean() / uniform.mean())",
         "argmax on adjective or next": "(offsets[0] + offsets[1]) / total",
         "BLEU masked - unmasked": "masked_bleu - unmasked_bleu",
+        "Bahdanau test BLEU": 'test_bleu["Bahdanau attention"]',
+        "Luong test BLEU": "luong_bleu",
+        "BLEU Bahdanau - Luong": 'test_bleu["Bahdanau attention"] - luong_bleu',
+        "loss Luong": 'final_loss["Luong (general)"]',
+        "loss Bahdanau": 'final_loss["Bahdanau attention"]',
+        "loss Luong / Bahdanau": 'final_loss["Luong (general)"]'
+        ' / final_loss["Bahdanau attention"]',
+        "attention = attribution argmax": "agreement.argmax_agree",
+        "attribution argmax, chance": "agreement.chance",
+        "attention = attribution / chance": "agreement.argmax_agree / agreement.chance",
+        "attention-attribution Spearman": "agreement.spearman",
     },
     "transformer_training": {
         "validation BLEU, last epoch": "val_bleu[-1]",
