@@ -88,6 +88,8 @@ class SwiGLUFFN(nn.Module):
         input_size: input width (default ffn_num_outputs).
         bias: whether the three projections have a bias (default False, as
             in most models that use it).
+    Raises:
+        TypeError/ValueError: if a width is not an int >= 1.
     """
 
     def __init__(
@@ -99,7 +101,13 @@ class SwiGLUFFN(nn.Module):
         bias: bool = False,
     ):
         super().__init__()
-        self.input_size = input_size or ffn_num_outputs
+        input_size = ffn_num_outputs if input_size is None else input_size
+        check_sizes(
+            ffn_num_hiddens=ffn_num_hiddens,
+            ffn_num_outputs=ffn_num_outputs,
+            input_size=input_size,
+        )
+        self.input_size = input_size
         self.gate = nn.Linear(self.input_size, ffn_num_hiddens, bias=bias)
         self.up = nn.Linear(self.input_size, ffn_num_hiddens, bias=bias)
         self.down = nn.Linear(ffn_num_hiddens, ffn_num_outputs, bias=bias)
