@@ -373,7 +373,7 @@ def _check_src(src: Any, src_valid_len: Any) -> None:
 
 
 def _decoder_weights(model: nn.Module) -> torch.Tensor | None:
-    """The decoder's (B, Q, T_src) attention weights (last call: Q positions), or None."""
+    """The decoder's last (B, Q, T_src) attention weights, or None."""
     weights = getattr(model.decoder, "attention_weights", None)
     is_one_tensor = isinstance(weights, torch.Tensor) and weights.dim() == 3
     return weights if is_one_tensor else None
