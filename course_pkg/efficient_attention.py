@@ -330,11 +330,7 @@ class GroupedQueryAttention(MultiHeadAttention):
         return self.W_o(concatenated)  # (B, Q, D)
 
     def _check_attend(
-        self,
-        queries: object,
-        cache: object,
-        valid_lens: object,
-        causal: bool,
+        self, queries: object, cache: object, valid_lens: object, causal: bool
     ) -> None:
         """The checks of :meth:`attend`: queries (B, Q, query_size) in the
         layer's dtype, a cache of keys and values (B, G, K, d), valid_lens
@@ -354,12 +350,8 @@ class GroupedQueryAttention(MultiHeadAttention):
             "cache.keys", keys, "BGKd", (batch_size, groups, None, width)
         )
         num_keys = keys.shape[2]
-        _check_shape(
-            "cache.values",
-            values,
-            "BGKd",
-            (batch_size, groups, num_keys, width),
-        )
+        sizes = (batch_size, groups, num_keys, width)
+        _check_shape("cache.values", values, "BGKd", sizes)
         check_same_float_dtype(
             queries=queries,
             keys=keys,
