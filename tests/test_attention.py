@@ -583,3 +583,73 @@ def test_kv_cache_extend_appends_positions_and_keeps_both_caches(dim):
         assert torch.equal(got.narrow(dim, shape[dim], 2), second)
     for before, after in zip(kept, (*past, *new)):
         assert torch.equal(before, after)
+
+
+@pytest.mark.parametrize(
+    "kv_width, error",
+    [(0, ValueError), (3, ValueError), (2.5, TypeError), ("4", TypeError)],
+)
+def test_kv_width_is_checked_up_front(kv_width, error):
+    # D = 8, H = 2: the head width is 4, so kv_width must be a multiple of 4
+    # (0 used to mean "default D", 3 built and failed in forward).
+    with pytest.raises(error, match="kv_width"):
+        MultiHeadAttention(8, 2, kv_width=kv_width)
+    assert MultiHeadAttention(8, 2, kv_width=4).W_k.out_features == 4
+
+
+@pytest.mark.parametrize(
+    "ours, theirs, error, match",
+    [
+        (
+            lambda: nn.Linear(8, 8),
+            lambda: nn.MultiheadAttention(8, 2),
+            TypeError,
+            "ours",
+        ),
+        (
+            lambda: MultiHeadAttention(8, 2),
+            lambda: nn.Linear(8, 8),
+            TypeError,
+            "theirs",
+        ),
+        (
+            lambda: MultiHeadAttention(8, 2),
+            lambda: nn.MultiheadAttention(8, 4),
+            ValueError,
+            "num_heads",
+        ),
+        (
+            lambda: MultiHeadAttention(8, 2),
+            lambda: nn.MultiheadAttention(4, 2),
+            ValueError,
+            "embed_dim",
+        ),
+        (
+            lambda: MultiHeadAttention(8, 2),
+            lambda: nn.MultiheadAttention(8, 2, bias=True),
+            ValueError,
+            "bias",
+        ),
+        (
+            lambda: MultiHeadAttention(8, 2, key_size=5),
+            lambda: nn.MultiheadAttention(8, 2, bias=False),
+            ValueError,
+            "key_size",
+        ),
+        (
+            lambda: MultiHeadAttention(8, 2, kv_width=4),
+            lambda: nn.MultiheadAttention(8, 2, bias=False),
+            ValueError,
+            "kv_width",
+        ),
+    ],
+)
+def test_copy_weights_from_torch_checks_both_layers_before_copying(
+    ours, theirs, error, match
+):
+    ours, theirs = ours(), theirs()
+    before = {k: v.clone() for k, v in ours.state_dict().items()}
+    with pytest.raises(error, match=match):
+        copy_weights_from_torch(ours, theirs)
+    for name, value in ours.state_dict().items():
+        assert torch.equal(value, before[name])

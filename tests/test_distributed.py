@@ -219,6 +219,19 @@ def test_gradient_accumulation_equals_the_larger_batch():
     )
 
 
+def test_a_global_batch_of_padding_only_has_loss_zero_not_nan():
+    pad, src_size, tgt_size, batches = _batches(2, 8)
+    model = _tiny(src_size, tgt_size)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    padding_only = [
+        (*batch[:3], torch.full_like(batch[3], pad)) for batch in batches
+    ]
+    loss = data_parallel.train_step(model, padding_only, optimizer, pad)
+    assert loss == 0.0
+    assert _max_difference(model.state_dict(), before) == 0.0
+
+
 def test_averaging_micro_batch_means_would_not_equal_the_larger_batch():
     # Why train_step weights by tokens: the two halves hold different numbers of target tokens.
     pad, src_size, tgt_size, (first, second) = _batches(2, 8)

@@ -194,6 +194,20 @@ def test_mask_helpers_name_their_arguments(call, error):
         call()
 
 
+@pytest.mark.parametrize("lens", [[-1, 2], [1, 9], [[0, 4], [1, 2]]])
+def test_sequence_mask_refuses_lengths_outside_0_to_max_len(lens):
+    with pytest.raises(ValueError, match="valid_lens"):
+        sequence_mask(torch.tensor(lens), 3)
+    assert sequence_mask(torch.tensor([0, 3]), 3).tolist() == [
+        [[False] * 3],
+        [[True] * 3],
+    ]
+    meta = torch.tensor(lens, device="meta")  # no values: shape only
+    expected = (2, 1, 3) if meta.dim() == 1 else (2, 2, 3)
+    mask = sequence_mask(meta, 3)
+    assert mask.shape == expected and mask.device.type == "meta"
+
+
 def test_beam_search_on_an_empty_batch_and_without_lengths():
     model: EncoderDecoder = tiny_transformer()
     src = torch.randint(3, 8, (2, 4))

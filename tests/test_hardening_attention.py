@@ -8,12 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_pkg.attention import MultiHeadAttention
+from course_pkg.modern_block import RMSNorm, SwiGLUFFN
 from course_pkg.positional import PositionalEncoding
 from course_pkg.scoring import (
     AdditiveAttention,
     DotProductAttention,
     LuongAttention,
 )
+from course_pkg.transformer_blocks import PositionWiseFFN
 
 POISON = st.sampled_from([float("nan"), float("inf"), float("-inf")])
 
@@ -224,4 +226,48 @@ def test_constructor_arguments_are_checked(num_hiddens, num_heads):
 )
 def test_layer_constructors_name_a_bad_argument(make, name):
     with pytest.raises((TypeError, ValueError), match=name):
+        make()
+
+
+@pytest.mark.parametrize(
+    "make, error, name",
+    [
+        # 0 used to mean "the default" (query_size 0 -> 4, a hidden width of 0 -> d_q)
+        (
+            lambda: AdditiveAttention(4, 0.0, query_size=0),
+            ValueError,
+            "query_size",
+        ),
+        (
+            lambda: AdditiveAttention(4, 0.0, key_size=0),
+            ValueError,
+            "key_size",
+        ),
+        (
+            lambda: LuongAttention("concat", 4, 4, num_hiddens=0),
+            ValueError,
+            "num_hiddens",
+        ),
+        (
+            lambda: LuongAttention("concat", 4, 4, num_hiddens=2.5),
+            TypeError,
+            "num_hiddens",
+        ),
+        (lambda: LuongAttention(1, 4, 4), TypeError, "score"),
+        (lambda: PositionWiseFFN(0, 4), ValueError, "ffn_num_hiddens"),
+        (
+            lambda: PositionWiseFFN(8, 4, input_size=0),
+            ValueError,
+            "input_size",
+        ),
+        (lambda: PositionWiseFFN(8, 4.0), TypeError, "ffn_num_outputs"),
+        (lambda: SwiGLUFFN(8, 4, input_size=0), ValueError, "input_size"),
+        (lambda: RMSNorm("4"), TypeError, "num_hiddens"),
+        (lambda: RMSNorm(2.5), TypeError, "num_hiddens"),
+    ],
+)
+def test_sizes_are_checked_with_the_right_error_and_zero_is_not_a_default(
+    make, error, name
+):
+    with pytest.raises(error, match=name):
         make()
