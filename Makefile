@@ -33,8 +33,17 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The tests marked cuda need a GPU: without one they are deselected (counted as such by pytest,
+# never as passed or skipped), and the line above pytest's says so. On a GPU: pytest -m cuda.
 unit: install
-	$(BIN)/python -m pytest tests -q
+	@if $(BIN)/python -c "import sys, torch; sys.exit(not torch.cuda.is_available())"; then \
+	    echo "$(BIN)/python -m pytest tests -q"; \
+	    $(BIN)/python -m pytest tests -q; \
+	else \
+	    echo "unit: no CUDA GPU here, so the tests marked cuda are deselected (on a GPU: pytest -m cuda)"; \
+	    echo "$(BIN)/python -m pytest tests -q -m 'not cuda'"; \
+	    $(BIN)/python -m pytest tests -q -m "not cuda"; \
+	fi
 
 notebooks: install
 	$(BIN)/python -m pytest -q --nbval --nbval-current-env \

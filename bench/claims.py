@@ -57,16 +57,30 @@ CLAIMS: dict[str, dict[str, str]] = {
         "LOO loss last/first": "losses[-1] / losses[0]",
         "|learned - best width|": "abs(learned_width - best_width)",
         "width K=25 - K=400": "learned_widths[0] - learned_widths[-1]",
+        "validation MSE learned / initial": "mse(y_learned) / mse(y_initial)",
+        "validation MSE learned / sweep's best": "mse(y_learned) / min(val_mse)",
+        "learned / best validation width": "learned_width / best_val_width",
     },
     "multihead_attention": {
         "H=1: worse side": "min(accuracies[1])",
         "H=1: better side": "max(accuracies[1])",
         "H=2,4: worst side": "min(min(accuracies[h]) for h in (2, 4))",
+        "H=1: |left - right| weight": "abs(on_left - on_right)",
+        "H=1: left + right weight": "on_left + on_right",
+        "H=1: larger share = better side": "(on_left > on_right)"
+        " == (accuracies[1][0] > accuracies[1][1])",
+        "H=2 one head off: lost side, highest": "max(min(a) for a in ablated.values())",
+        "H=2 one head off: kept side, lowest": "min(max(a) for a in ablated.values())",
+        "H=2 one head off: the heads lose different sides": "len({min((0, 1), key=a.__getitem__)"
+        " for a in ablated.values()}) == 2",
     },
     "self_attention": {
         "both: length 16 (worst)": "min(seen_short.values())",
         "learned: positions 16-31": 'unseen_long["learned"]',
         "sinusoidal: positions 16-31": 'unseen_long["sinusoidal"]',
+        "sinusoidal: positions 2-15 at length 32": 'seen_long["sinusoidal"]',
+        "sinusoidal: length 16 - length 32, positions 2-15": 'seen_short["sinusoidal"]'
+        ' - seen_long["sinusoidal"]',
     },
     "encoder_decoder": {
         "loss last/first epoch": 'history["epoch_loss"][-1] / history["epoch_loss"][0]',
@@ -74,6 +88,7 @@ CLAIMS: dict[str, dict[str, str]] = {
         "beam: more probable": "more",
         "beam: less probable": "less",
         "beam BLEU - greedy BLEU": 'beam_scores["beam 4"] - beam_scores["greedy"]',
+        "beam changes (of 100)": "len(differ)",
     },
     "bahdanau": {
         "loss Bahdanau/GRU": 'histories["Bahdanau attention"]["epoch_loss"][-1]'
@@ -87,6 +102,17 @@ CLAIMS: dict[str, dict[str, str]] = {
         "entropy / uniform": "float(entropy.mean() / uniform.mean())",
         "argmax on adjective or next": "(offsets[0] + offsets[1]) / total",
         "BLEU masked - unmasked": "masked_bleu - unmasked_bleu",
+        "Bahdanau test BLEU": 'test_bleu["Bahdanau attention"]',
+        "Luong test BLEU": "luong_bleu",
+        "BLEU Bahdanau - Luong": 'test_bleu["Bahdanau attention"] - luong_bleu',
+        "loss Luong": 'final_loss["Luong (general)"]',
+        "loss Bahdanau": 'final_loss["Bahdanau attention"]',
+        "loss Luong / Bahdanau": 'final_loss["Luong (general)"]'
+        ' / final_loss["Bahdanau attention"]',
+        "attention = attribution argmax": "agreement.argmax_agree",
+        "attribution argmax, chance": "agreement.chance",
+        "attention = attribution / chance": "agreement.argmax_agree / agreement.chance",
+        "attention-attribution Spearman": "agreement.spearman",
     },
     "transformer_training": {
         "validation BLEU, last epoch": "val_bleu[-1]",
@@ -106,6 +132,15 @@ CLAIMS: dict[str, dict[str, str]] = {
         "min input - output cosine": "min(cosine_in[w] - cosine_out[w]"
         " for w in cosine_in)",
         "min output - other word": "min(cosine_out.values()) - other_word",
+    },
+    # Trains with its own seeds (0; floors from seeds 0-2 via train_encoding).
+    "attention_at_scale": {
+        "all: length 16 (worst)": "min(short.values())",
+        "rotary: positions 16-31": 'unseen["rotary"]',
+        "sinusoidal: positions 16-31": 'unseen["sinusoidal"]',
+        "learned: positions 16-31": 'unseen["learned"]',
+        "rotary - sinusoidal, 16-31": 'unseen["rotary"] - unseen["sinusoidal"]',
+        "rotary: positions 2-15, length 32": 'long["rotary"][: TRAIN_LEN - SHIFT].mean()',
     },
     "modern_training": {
         "BLEU MHA": 'bleu_by_heads["MHA (G = 4)"]',
@@ -131,6 +166,14 @@ CLAIMS: dict[str, dict[str, str]] = {
         "ablation loss, highest - lowest": "max(ablation_loss.values()) - min(ablation_loss.values())",
         "grad norm post / pre, smallest": "min(a / b for a, b in"
         ' zip(grad_norms["post"], grad_norms["pre"]))',
+    },
+    # Exercise 1 seeds itself (trained_state); varies with the CPU path.
+    "distributed": {
+        # scaled so that the table's three decimals show them
+        "float64 drift, largest (x 1e14)": "1e14 * max(drift[n, 'float64']"
+        " for n in ('SGD', 'Adam'))",
+        "Adam float32 drift (x 1e6)": "1e6 * drift['Adam', 'float32']",
+        "Adam / SGD float32 drift": "drift['Adam', 'float32'] / drift['SGD', 'float32']",
     },
 }
 

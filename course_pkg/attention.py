@@ -114,8 +114,8 @@ class MultiHeadAttention(nn.Module):
     Raises:
         TypeError: if a width or num_heads is not an int, or dropout not a
             number.
-        ValueError: if one is < 1, dropout is outside [0, 1), or num_hiddens
-            is not divisible by num_heads.
+        ValueError: if one is < 1, dropout is outside [0, 1), num_hiddens
+            is not divisible by num_heads, or kv_width not by D / H.
     """
 
     def __init__(
@@ -146,11 +146,19 @@ class MultiHeadAttention(nn.Module):
                 f"num_hiddens ({num_hiddens}) must be divisible by "
                 f"num_heads ({num_heads})"
             )
+        head_width = num_hiddens // num_heads
+        if kv_width is not None:
+            check_positive_int("kv_width", kv_width)
+            if kv_width % head_width != 0:
+                raise ValueError(
+                    f"kv_width ({kv_width}) must be a multiple of the head "
+                    f"width num_hiddens / num_heads = {head_width}"
+                )
         self.num_hiddens, self.num_heads = num_hiddens, num_heads
-        self.query_size = query_size or num_hiddens
-        self.key_size = key_size or num_hiddens
-        self.value_size = value_size or num_hiddens
-        self.kv_width = kv_width or num_hiddens
+        self.query_size = num_hiddens if query_size is None else query_size
+        self.key_size = num_hiddens if key_size is None else key_size
+        self.value_size = num_hiddens if value_size is None else value_size
+        self.kv_width = num_hiddens if kv_width is None else kv_width
         self.attention = DotProductAttention(dropout)
         self.W_q = nn.Linear(self.query_size, num_hiddens, bias=bias)
         self.W_k = nn.Linear(self.key_size, self.kv_width, bias=bias)
@@ -326,16 +334,39 @@ def copy_weights_from_torch(
     ``in_proj_bias``); ``out_proj`` is ``W_o``.
 
     Args:
-        ours: a MultiHeadAttention of width D. theirs: one with
-            ``embed_dim`` D, the same bias setting and one input width.
+        ours: a MultiHeadAttention of width D, every input and kv_width D.
+        theirs: a ``torch.nn.MultiheadAttention`` with ``embed_dim`` D, as
+            many heads, the same bias setting and one input width.
     Raises:
-        ValueError: if the widths or the bias settings differ.
+        TypeError: if ours or theirs is not of those classes.
+        ValueError: if the widths, head counts or bias settings differ;
+            nothing is copied then.
     """
+    if not isinstance(ours, MultiHeadAttention):
+        raise TypeError(
+            f"ours must be a MultiHeadAttention, got {type(ours).__name__}"
+        )
+    if not isinstance(theirs, nn.MultiheadAttention):
+        raise TypeError(
+            "theirs must be a torch.nn.MultiheadAttention, "
+            f"got {type(theirs).__name__}"
+        )
     width = ours.num_hiddens
+    widths = (ours.query_size, ours.key_size, ours.value_size, ours.kv_width)
+    if set(widths) != {width}:
+        raise ValueError(
+            "ours must have query_size, key_size, value_size and kv_width "
+            f"equal to num_hiddens ({width}), got {widths}"
+        )
     if theirs.embed_dim != width or theirs.in_proj_weight is None:
         raise ValueError(
             "theirs must have embed_dim == ours.num_hiddens "
             f"({width}) and a packed in_proj_weight"
+        )
+    if theirs.num_heads != ours.num_heads:
+        raise ValueError(
+            f"theirs must have num_heads == ours.num_heads ({ours.num_heads}), "
+            f"got {theirs.num_heads}"
         )
     if (ours.W_q.bias is None) != (theirs.in_proj_bias is None):
         raise ValueError("ours and theirs must both have biases or neither")

@@ -6,6 +6,14 @@ of "The Transformer"; what is new is the input (token, segment and learned
 position embeddings, summed), the two pretraining heads and the masking of
 the inputs. Names and arguments follow d2l, without its lazy layers.
 
+One difference from d2l: its ``MaskLM.forward(X, pred_positions)`` and
+``BERTModel.forward(..., pred_positions)`` gather the masked positions
+inside the model; here :class:`MaskLM` scores whatever positions it is
+given and the caller gathers them (:func:`course_pkg.pretrain.pretrain_bert`
+passes ``encoded[selected]``). The selected positions differ in number from
+row to row, so d2l pads them to a fixed count per row and weights the padded
+ones out of the loss; a boolean mask over the (B, T) labels needs neither.
+
 An input holds one or two segments: ``<cls> A <sep>`` or
 ``<cls> A <sep> B <sep>``; ``segments`` is 0 on the first part, 1 on B.
 Shape letters: ``B`` batch, ``T`` sequence length, ``D`` model width
@@ -19,6 +27,7 @@ from torch import nn
 
 from course_pkg.checks import (
     check_stack_args,
+    check_tensor_type,
     check_token_ids,
     check_valid_lens,
 )
@@ -87,6 +96,8 @@ def mask_tokens(
         num_special, vocab_size, shape, generator=generator, device=device
     ).to(tokens.dtype)
     positions = torch.arange(shape[1], device=device)
+    # The lengths may live on the CPU while the tokens are on a GPU.
+    valid_lens = valid_lens.to(device)
     real = positions[None, :] < valid_lens[:, None]  # (B, T)
     selected = real & (tokens >= num_special) & (selector < mask_prob)
     masked = selected & (action < 0.8)
@@ -206,7 +217,7 @@ class MaskLM(nn.Module):
         """X (B, T, D) encoder outputs -> (B, T, V) scores at every position.
 
         Callers may pass only the positions a loss reads, as (1, n, D).
-        Raises ValueError if X is not (B, T, D).
+        Raises TypeError if X is not a tensor, ValueError if not (B, T, D).
         """
         _check_outputs(X, self.num_hiddens, 0)
         return self.mlp(X)
@@ -232,7 +243,8 @@ class CLSClassifier(nn.Module):
     def forward(self, X: torch.Tensor) -> torch.Tensor:
         """X (B, T, D) encoder outputs -> (B, C) scores from X[:, 0].
 
-        Raises ValueError if X is not (B, T, D) with T >= 1.
+        Raises TypeError if X is not a tensor, ValueError if it is not
+        (B, T, D) with T >= 1.
         """
         _check_outputs(X, self.num_hiddens, 1)
         return self.output(self.hidden(X[:, 0]))
@@ -323,6 +335,7 @@ class BERTClassifier(nn.Module):
             positions = torch.arange(tokens.shape[1], device=tokens.device)
             if valid_lens is None:
                 valid_lens = torch.full_like(tokens[:, 0], tokens.shape[1])
+            valid_lens = valid_lens.to(tokens.device)  # may be on the CPU
             real = (positions[None] < valid_lens[:, None]).to(encoded.dtype)
             total = (encoded * real[..., None]).sum(dim=1, keepdim=True)
             # (B, 1, D); clamp: an empty row gives zeros, not NaN
@@ -342,6 +355,7 @@ def _check_int(name: str, value: int, low: int, high: int | None) -> None:
 
 
 def _check_outputs(X: torch.Tensor, num_hiddens: int, min_len: int) -> None:
+    check_tensor_type("X", X)
     if X.dim() != 3 or X.shape[1] < min_len or X.shape[-1] != num_hiddens:
         raise ValueError(
             f"X must have shape (B, T >= {min_len}, {num_hiddens}), "

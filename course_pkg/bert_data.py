@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import torch
 
+from course_pkg.checks import check_sentences
 from course_pkg.data import RESERVED_TOKENS, Vocab, tokenize
 
 BERT_TOKENS = ("<cls>", "<sep>", "<mask>")
@@ -51,8 +52,11 @@ def encode_sentences(
         (tokens (N, T), segments (N, T) all 0, valid_lens (N,)), long, on
         the CPU.
     Raises:
+        TypeError: if sentences is not a list/tuple of str (a str would be
+            read one character per sentence).
         ValueError: if a sentence does not fit in num_steps.
     """
+    check_sentences("sentences", sentences)
     cls_id, sep_id = vocab["<cls>"], vocab["<sep>"]
     rows, lens = [], []
     for sentence in sentences:
@@ -65,7 +69,8 @@ def encode_sentences(
         lens.append(len(ids))
         rows.append(ids + [vocab.pad] * (num_steps - len(ids)))
     tokens = torch.tensor(rows, dtype=torch.long).reshape(-1, num_steps)
-    return tokens, torch.zeros_like(tokens), torch.tensor(lens)
+    valid_lens = torch.tensor(lens, dtype=torch.long)  # also when N = 0
+    return tokens, torch.zeros_like(tokens), valid_lens
 
 
 def add_second_segment(
@@ -167,13 +172,20 @@ def label_dataset(
         (tokens (N, T), segments (N, T), valid_lens (N,), labels (N,)), a
         label being the index of the row's class in ``TASKS[task][1]``.
     Raises:
+        TypeError: if rows is not a list/tuple of rows (e.g. a str).
         ValueError: if task is not a key of TASKS.
     """
+    if not isinstance(rows, (list, tuple)):
+        raise TypeError(
+            "rows must be a list of (english, tense, mood, frame) rows, "
+            f"got {type(rows).__name__}"
+        )
     if task not in TASKS:
         raise ValueError(f"task must be one of {sorted(TASKS)}, got {task!r}")
     column, classes = TASKS[task]
     tokens, segments, valid_lens = encode_sentences(
         vocab, [row[0] for row in rows], num_steps
     )
-    labels = torch.tensor([classes.index(row[column]) for row in rows])
+    labels = [classes.index(row[column]) for row in rows]
+    labels = torch.tensor(labels, dtype=torch.long)
     return tokens, segments, valid_lens, labels

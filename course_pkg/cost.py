@@ -1,7 +1,9 @@
 """What a computation costs: sequential depth, arithmetic and time.
 
-Chapter "The Transformer" (why it trains faster than an RNN); the timing
-helpers also serve the timing tables of other chapters and ``bench/``. Time depends on
+Chapters "Self-attention" (the cost of convolution, GRU and self-attention as
+the sequence grows) and "The Transformer" (why it trains faster than an RNN);
+the timing helpers also serve the timing tables of other chapters and
+``bench/``. Time depends on
 the machine and on what else it is doing, so the chapter argues with two
 numbers that do not: the *sequential depth* of a forward pass (the longest
 chain of operations each of which needs the previous one's result, read off the
@@ -61,8 +63,19 @@ def count_flops(fn: Callable[[], object]) -> int:
 
     Uses PyTorch's ``FlopCounterMode``, which counts matrix multiplications
     and convolutions (the bulk of a network's arithmetic), forward and
-    backward, by their shapes: the same count on every machine.
+    backward, by their shapes: the same count on every machine. A multiply
+    and an add count as two operations; biases, softmax and other
+    elementwise work are not counted.
+
+    Args:
+        fn: a callable with no arguments; it is run once.
+    Returns:
+        The number of floating-point operations, an int.
+    Raises:
+        TypeError: if fn is not callable.
     """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
     counter = FlopCounterMode(display=False)
     with counter:
         fn()

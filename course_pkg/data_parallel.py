@@ -282,7 +282,8 @@ def train_step(
         grad_clip: maximum global gradient norm, applied to the summed gradient, or None.
         all_reduce_by_hand: sum gradients with :func:`all_reduce_gradients` (plain model only).
     Returns:
-        The loss on the global batch (the same float on every rank).
+        The loss on the global batch (the same float on every rank; 0.0 for a
+        batch of padding only).
     Raises:
         ValueError: if micro_batches is empty, or all_reduce_by_hand is asked for a DDP model or
             without a process group.
@@ -299,6 +300,8 @@ def train_step(
     global_tokens = torch.stack(token_counts).sum()
     if distributed:
         dist.all_reduce(global_tokens)
+    # A global batch of padding only has loss 0 (and no gradient), not 0/0.
+    global_tokens = global_tokens.clamp(min=1)
     # DDP divides the summed gradients by the world size; the token shares already sum to 1.
     scale = dist.get_world_size() if is_ddp else 1
     optimizer.zero_grad(set_to_none=True)

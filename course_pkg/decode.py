@@ -33,7 +33,6 @@ from course_pkg.checks import (
     check_nonnegative_number,
     check_positive_int,
     check_sentences,
-    check_tensor,
     check_token_ids,
     check_valid_lens,
 )
@@ -139,16 +138,20 @@ def sequence_log_prob(
 
     Args:
         model: an EncoderDecoder. src: (B, T_src). src_valid_len: (B,).
-        tokens: (B, S) generated ids without <bos> (as returned by the decoders
-            here).
+        tokens: (B, S) generated ids in [0, V) without <bos> (as returned by
+            the decoders here).
         bos, eos: target <bos> and <eos> ids.
     Returns:
         (B,) float tensor of summed log-probabilities.
     Raises:
-        TypeError/ValueError: on inputs of the wrong type or shape.
+        TypeError/ValueError: on inputs of the wrong type or shape, float
+            tokens, or (on the CPU) ids outside [0, V).
     """
     _check_src(src, src_valid_len)
-    check_tensor("tokens", tokens, 2, "(B, S)")
+    embedding = getattr(model.decoder, "embedding", None)  # V, if known
+    vocab_size = getattr(embedding, "num_embeddings", None)
+    check_token_ids("tokens", tokens, vocab_size)
+    check_ids(bos=bos, eos=eos)
     if tokens.shape[0] != src.shape[0]:
         raise ValueError(
             f"tokens must have shape (B, S) with B={src.shape[0]}, "
@@ -161,6 +164,7 @@ def sequence_log_prob(
     with _eval_mode(model):
         scores = model(src, dec_in, src_valid_len)  # (B, S, V)
     log_probs = _log_softmax(scores)
+    check_token_ids("tokens", tokens, scores.shape[-1])  # V known only now
     token_log_probs = log_probs.gather(-1, tokens.unsqueeze(-1))[..., 0]
     is_eos = (tokens == eos).long()
     # a position counts if no <eos> came strictly before it
@@ -199,9 +203,7 @@ def _beam_search_one(
     has_lens = isinstance(lens, torch.Tensor)
     repeated_len = lens.expand(beam_size) if has_lens else None
     enc_all_outputs = model.encoder(src.expand(beam_size, -1), repeated_len)
-    prefixes = torch.full(
-        (beam_size, 1), bos, device=device
-    )  # (beam_size, 1 + s)
+    prefixes = torch.full((beam_size, 1), bos, device=device)  # (beam, 1+s)
     # Summed log-probabilities, in float64 (MPS has none) so long sums lose
     # nothing. Only row 0 is a real hypothesis at the start; -inf rows never
     # win a place.
@@ -216,9 +218,8 @@ def _beam_search_one(
         Y, _ = model.decoder(prefixes, state)
         log_probs = _log_softmax(Y[:, -1])  # (beam_size, V)
         vocab_size = log_probs.shape[-1]
-        candidates = (scores[:, None] + log_probs).reshape(
-            -1
-        )  # (beam_size * V,)
+        # (beam_size * V,)
+        candidates = (scores[:, None] + log_probs).flatten()
         top = candidates.topk(min(beam_size, candidates.numel()))
         alive = []  # (row, token, score) of the extensions that go on
         for score, flat_id in zip(top.values.tolist(), top.indices.tolist()):
@@ -372,7 +373,7 @@ def _check_src(src: Any, src_valid_len: Any) -> None:
 
 
 def _decoder_weights(model: nn.Module) -> torch.Tensor | None:
-    """The decoder's (B, t, T_src) attention weights (last call), or None."""
+    """The decoder's last (B, Q, T_src) attention weights, or None."""
     weights = getattr(model.decoder, "attention_weights", None)
     is_one_tensor = isinstance(weights, torch.Tensor) and weights.dim() == 3
     return weights if is_one_tensor else None

@@ -24,7 +24,7 @@ def get_device() -> torch.device:
         A ``torch.device``.
     Raises:
         ValueError: if ``COURSE_DEVICE`` names a device torch does not know or
-            cannot use.
+            cannot use (e.g. a CUDA index beyond the GPUs there are).
     """
     requested = os.environ.get("COURSE_DEVICE", "").strip()
     if requested:
@@ -38,6 +38,13 @@ def get_device() -> torch.device:
             raise ValueError(
                 f"COURSE_DEVICE={requested!r} but CUDA is not available"
             )
+        if device.type == "cuda" and device.index is not None:
+            count = torch.cuda.device_count()
+            if device.index >= count:
+                raise ValueError(
+                    f"COURSE_DEVICE={requested!r} but this machine has "
+                    f"{count} CUDA device(s) (indices 0..{count - 1})"
+                )
         if device.type == "mps" and not torch.backends.mps.is_available():
             raise ValueError(
                 f"COURSE_DEVICE={requested!r} but MPS is not available"

@@ -28,7 +28,13 @@ import math
 import torch
 
 from course_pkg.attention import KVCache, MultiHeadAttention
-from course_pkg.checks import check_positive_int, check_valid_lens
+from course_pkg.checks import (
+    check_last_dim,
+    check_positive_int,
+    check_same_float_dtype,
+    check_tensor,
+    check_valid_lens,
+)
 from course_pkg.masks import hide_unseen, masked_softmax
 from course_pkg.rotary import RotaryEmbedding
 
@@ -67,8 +73,9 @@ def blockwise_attention(
         (B, H, Q, d_v), in queries' dtype and device; zeros for a query with
         no valid key.
     Raises:
-        TypeError: on a non-tensor input, a non-int block_size or non-integer
-            valid_lens.
+        TypeError: on a non-tensor input, inputs that are not floating point
+            or (outside autocast) not of one dtype, a non-int block_size or
+            non-integer valid_lens.
         ValueError: on shapes that do not fit each other, block_size < 1,
             causal with K < Q, or valid_lens outside [0, K].
     """
@@ -81,6 +88,7 @@ def blockwise_attention(
     _check_shape(
         "values", values, "BHKv", (batch_size, num_heads, num_keys, None)
     )
+    check_same_float_dtype(queries=queries, keys=keys, values=values)
     if not isinstance(block_size, int) or isinstance(block_size, bool):
         raise TypeError(
             f"block_size must be an int, got {type(block_size).__name__}"
@@ -277,11 +285,17 @@ class GroupedQueryAttention(MultiHeadAttention):
         Args:
             queries: (B, Q, query_size), not yet projected.
             cache: keys and values (B, G, K, d) from :meth:`cache`.
-            valid_lens, causal: as in ``forward`` (not checked again).
+            valid_lens: None, (B,) or (B, Q) numbers of valid keys.
+            causal: as in ``forward``; the queries are the last Q of the K
+                positions.
             need_weights: ignored: this layer always computes its weights.
         Returns:
             (B, Q, D).
+        Raises:
+            TypeError, ValueError: on inputs that do not fit each other or
+                the layer (checked here too: blocks call it directly).
         """
+        self._check_attend(queries, cache, valid_lens, causal)
         keys, values = cache
         batch_size, num_queries = queries.shape[:2]
         num_keys = keys.shape[2]
@@ -314,6 +328,48 @@ class GroupedQueryAttention(MultiHeadAttention):
             batch_size, num_queries, self.num_hiddens
         )
         return self.W_o(concatenated)  # (B, Q, D)
+
+    def _check_attend(
+        self, queries: object, cache: object, valid_lens: object, causal: bool
+    ) -> None:
+        """The checks of :meth:`attend`: queries (B, Q, query_size) in the
+        layer's dtype, a cache of keys and values (B, G, K, d), valid_lens
+        None, (B,) or (B, Q) in [0, K], and K >= Q when causal."""
+        shape = "(B, Q, query_size)"
+        check_tensor("queries", queries, 3, shape)
+        check_last_dim("queries", queries, self.query_size, shape)
+        if not (isinstance(cache, tuple) and len(cache) == 2):
+            raise TypeError(
+                "cache must be a KVCache of keys and values (B, G, K, d), "
+                f"got {type(cache).__name__}"
+            )
+        batch_size, num_queries = queries.shape[:2]
+        groups, width = self.num_kv_heads, self.head_width
+        keys, values = cache
+        _check_shape(
+            "cache.keys", keys, "BGKd", (batch_size, groups, None, width)
+        )
+        num_keys = keys.shape[2]
+        sizes = (batch_size, groups, num_keys, width)
+        _check_shape("cache.values", values, "BGKd", sizes)
+        check_same_float_dtype(
+            queries=queries,
+            keys=keys,
+            values=values,
+            layer_weights=self.W_q.weight,
+        )
+        check_valid_lens(
+            "valid_lens",
+            valid_lens,
+            batch_size,
+            num_keys,
+            num_queries=num_queries,
+        )
+        if causal and num_keys < num_queries:
+            raise ValueError(
+                f"causal attention needs K >= Q, got Q={num_queries}, "
+                f"K={num_keys}"
+            )
 
 
 # ---------------------------------------------------------------- input checks

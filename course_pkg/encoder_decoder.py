@@ -9,8 +9,8 @@ training loop (:mod:`course_pkg.train`) and one set of decoding functions
 
 The decoder contract. ``decoder.init_state(enc_all_outputs, enc_valid_lens)``
 makes the state before any target token; ``decoder(X, state)`` takes X
-(B, t) target ids (``t`` new positions) and returns ``(Y, new_state)`` with Y
-(B, t, V). Feeding a prefix one token at a time, each call given the state
+(B, Q) target ids (``Q`` new positions) and returns ``(Y, new_state)`` with Y
+(B, Q, V). Feeding a prefix one token at a time, each call given the state
 the previous call returned, gives the same Y as one call on the whole prefix
 from a fresh ``init_state`` (the "cached" and "uncached" decoding paths).
 A call never changes the state it is given, so a search may branch from it.
@@ -37,7 +37,7 @@ class Decoder(nn.Module):
     """Base decoder: ``init_state(enc_all_outputs, *args)``, then
     ``forward(X, state) -> (Y, state)``.
 
-    X is (B, t) target ids, Y is (B, t, V) scores over the target vocabulary.
+    X is (B, Q) target ids, Y is (B, Q, V) scores over the target vocabulary.
     """
 
     def init_state(
@@ -68,11 +68,11 @@ class EncoderDecoder(nn.Module):
         """Scores of every target position, teacher-forced.
 
         Args:
-            enc_X: (B, T) source ids. dec_X: (B, t) target ids.
+            enc_X: (B, T) source ids. dec_X: (B, Q) target ids.
             args: passed to the encoder and to ``init_state`` (e.g. the
                 source valid lengths (B,)).
         Returns:
-            (B, t, V) scores.
+            (B, Q, V) scores.
         """
         enc_all_outputs = self.encoder(enc_X, *args)
         dec_state = self.decoder.init_state(enc_all_outputs, *args)

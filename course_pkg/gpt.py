@@ -28,7 +28,12 @@ import torch
 from torch import nn
 
 from course_pkg.attention import KVCache
-from course_pkg.checks import check_token_ids
+from course_pkg.checks import (
+    check_ids,
+    check_positive_int,
+    check_positive_number,
+    check_token_ids,
+)
 from course_pkg.positional import LearnedPositionalEncoding, PositionalEncoding
 from course_pkg.transformer_blocks import TokenStack, TransformerEncoderBlock
 
@@ -247,8 +252,9 @@ def next_token_probs(
         (B, V) probabilities, each row summing to 1, zero outside the kept
         tokens.
     Raises:
-        TypeError/ValueError: if logits is not (B, V) floating point, or a
-            setting is out of range (named in the message).
+        TypeError/ValueError: if logits is not (B, V) floating point, a row
+            is all -inf (on the CPU; elsewhere it gives NaN), or a setting is
+            out of range (named in the message).
     """
     if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
         raise TypeError("logits must be a floating-point torch.Tensor (B, V)")
@@ -257,6 +263,8 @@ def next_token_probs(
             f"logits must have shape (B, V), got {tuple(logits.shape)}"
         )
     _check_sampling(temperature, top_k, top_p)
+    if logits.device.type == "cpu" and logits.isneginf().all(-1).any():
+        raise ValueError("logits must have a finite score in every row")
     scores = logits.to(torch.promote_types(logits.dtype, torch.float32))
     probs = torch.softmax(scores / temperature, dim=-1)  # (B, V)
     keep = torch.ones_like(probs, dtype=torch.bool)
@@ -278,27 +286,12 @@ def next_token_probs(
 def _check_sampling(
     temperature: float, top_k: int | None, top_p: float | None
 ) -> None:
-    if isinstance(temperature, bool) or not isinstance(
-        temperature, (int, float)
-    ):
-        raise TypeError(
-            f"temperature must be a number, got {type(temperature).__name__}"
-        )
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
+    check_positive_number("temperature", temperature)
     if top_k is not None:
-        if isinstance(top_k, bool) or not isinstance(top_k, int):
-            raise TypeError(
-                f"top_k must be an int or None, got {type(top_k).__name__}"
-            )
-        if top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {top_k}")
+        check_positive_int("top_k", top_k)
     if top_p is not None:
-        if isinstance(top_p, bool) or not isinstance(top_p, (int, float)):
-            raise TypeError(
-                f"top_p must be a number or None, got {type(top_p).__name__}"
-            )
-        if not 0 < top_p <= 1:
+        check_positive_number("top_p", top_p)
+        if top_p > 1:
             raise ValueError(f"top_p must be in (0, 1], got {top_p}")
 
 
@@ -351,7 +344,9 @@ def generate(
             f"{model.max_len - prompt.shape[1]}], got {max_new_tokens}"
         )
     _check_sampling(temperature, top_k, top_p)
-    if eos is not None and not 0 <= eos < model.vocab_size:
+    if eos is not None:
+        check_ids(eos=eos)
+    if eos is not None and eos >= model.vocab_size:
         raise ValueError(f"eos must be in [0, {model.vocab_size}), got {eos}")
     was_training = model.training
     model.eval()

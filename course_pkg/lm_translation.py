@@ -23,6 +23,7 @@ import torch
 from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, TensorDataset
 
+from course_pkg.checks import check_positive_number, check_sentences
 from course_pkg.data import Vocab, tokenize, tokenize_pairs, truncate_pad
 from course_pkg.gpt import GPT, generate
 from course_pkg.train import (
@@ -230,10 +231,13 @@ def train_lm(
         ``step_loss`` (per batch) and ``train_seconds``; the model is left
         in eval mode.
     Raises:
-        ValueError: if a learning rate is not positive.
+        TypeError: if a learning rate is not a number.
+        ValueError: if lr_per_epoch is empty or a rate is not finite > 0.
     """
-    if any(lr <= 0 for lr in lr_per_epoch):
-        raise ValueError(f"lr_per_epoch must be > 0, got {list(lr_per_epoch)}")
+    if len(lr_per_epoch) == 0:
+        raise ValueError("lr_per_epoch must hold one learning rate per epoch")
+    for lr in lr_per_epoch:
+        check_positive_number("lr_per_epoch", lr)
     if device is None:
         device = next(model.parameters()).device
     model.to(device).train()
@@ -283,7 +287,11 @@ def translate_lm(
             :func:`course_pkg.gpt.generate`; the default top_k=1 is greedy.
     Returns:
         One list of French tokens per sentence, without ``<eos>``.
+    Raises:
+        TypeError: if sentences is not a list/tuple of str (a str would be
+            read one character per sentence).
     """
+    check_sentences("sentences", sentences)
     device = next(model.parameters()).device
     prompts = [prompt_ids(sentence, vocab) for sentence in sentences]
     groups: dict[int, list[int]] = {}

@@ -13,7 +13,7 @@ recurrence never sees the context, and a whole target sequence is decoded in
 one GRU call and one batched attention.
 
 Shapes as in :mod:`course_pkg.seq2seq`: encoder outputs (T, B, D), GRU states
-(L, B, D); ``t`` counts the target positions fed in one call.
+(L, B, D); ``Q`` counts the target positions fed in one call.
 """
 
 from __future__ import annotations
@@ -127,8 +127,8 @@ class LuongAttentionDecoder(AttentionGRUDecoder):
     def _attend(
         self, outputs: torch.Tensor, enc_outputs: torch.Tensor, valid_lens: Any
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """GRU outputs (B, t, D) -> attentional states (B, t, D), weights
-        (B, t, T)."""
+        """GRU outputs (B, Q, D) -> attentional states (B, Q, D), weights
+        (B, Q, T)."""
         context = self.attention(outputs, enc_outputs, enc_outputs, valid_lens)
         attentional = torch.tanh(self.W_c(torch.cat((context, outputs), -1)))
         return attentional, self.attention.attention_weights
@@ -141,12 +141,12 @@ class LuongAttentionDecoder(AttentionGRUDecoder):
         enc_valid_lens: torch.Tensor | None,
         attentional: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor, LuongGRUState]:
-        """Embeddings (t, B, E) -> Y (B, t, V), weights (B, t, T), state."""
+        """Embeddings (Q, B, E) -> Y (B, Q, V), weights (B, Q, T), state."""
         memory = (enc_outputs, enc_valid_lens)
         if not self.input_feeding:
             # The recurrence never reads the context: one GRU call for every
-            # step, then one batched attention with t queries.
-            outputs, hidden = self.rnn(embs, hidden)  # (t, B, D)
+            # step, then one batched attention with Q queries.
+            outputs, hidden = self.rnn(embs, hidden)  # (Q, B, D)
             states, weights = self._attend(outputs.transpose(0, 1), *memory)
             attentional = states[:, -1]
         else:
@@ -162,7 +162,7 @@ class LuongAttentionDecoder(AttentionGRUDecoder):
                 rows.append(step_weights)
             states, weights = torch.cat(steps, 1), torch.cat(rows, 1)
         state = LuongGRUState(enc_outputs, hidden, enc_valid_lens, attentional)
-        return self.dense(states), weights, state  # (B, t, V)
+        return self.dense(states), weights, state  # (B, Q, V)
 
 
 def luong_model(

@@ -18,6 +18,7 @@ from course_pkg.checks import (
     check_float_dtype,
     check_int,
     check_integer_dtype,
+    check_range,
     check_tensor,
     check_tensor_type,
     check_valid_lens,
@@ -28,15 +29,26 @@ def sequence_mask(valid_lens: torch.Tensor, max_len: int) -> torch.Tensor:
     """Boolean mask that is True where a position holds a real token.
 
     Args:
-        valid_lens: (B,) or (B, Q) integer lengths.
+        valid_lens: (B,) or (B, Q) integer lengths, each in [0, max_len].
         max_len: K, the number of key positions.
     Returns:
         (B, 1, K) or (B, Q, K) bool tensor on valid_lens' device.
     Raises:
         TypeError: if valid_lens is not an integer tensor, or max_len not an
             int.
-        ValueError: if valid_lens is not 1-D or 2-D, or max_len < 0.
+        ValueError: if valid_lens is not 1-D or 2-D, max_len < 0, or (on the
+            CPU; see :mod:`course_pkg.checks`) a length is outside
+            [0, max_len].
     """
+    return _length_mask(valid_lens, max_len, check_values=True)
+
+
+def _length_mask(
+    valid_lens: torch.Tensor, max_len: int, *, check_values: bool
+) -> torch.Tensor:
+    """:func:`sequence_mask`; check_values=False skips the range check, for
+    callers that checked the lengths against K already (an unchecked length
+    acts as if clamped to [0, K])."""
     if not isinstance(valid_lens, torch.Tensor):
         raise TypeError(
             "valid_lens must be a torch.Tensor of shape (B,) or (B, Q), "
@@ -51,6 +63,8 @@ def sequence_mask(valid_lens: torch.Tensor, max_len: int) -> torch.Tensor:
     check_int("max_len", max_len)
     if max_len < 0:
         raise ValueError(f"max_len must be >= 0, got {max_len}")
+    if check_values:
+        check_range("valid_lens", valid_lens, 0, max_len)
     positions = torch.arange(max_len, device=valid_lens.device)
     lens = valid_lens[:, None] if valid_lens.dim() == 1 else valid_lens
     return positions < lens[..., None]  # (B, 1, K) or (B, Q, K)
@@ -107,15 +121,19 @@ def attention_mask(
         None when nothing is masked, else a bool tensor broadcastable to
         (B, Q, K).
     Raises:
-        TypeError, ValueError: as :func:`sequence_mask` and
-            :func:`causal_mask`.
+        TypeError, ValueError: as :func:`sequence_mask` (except the range
+            of the lengths, which its callers check) and :func:`causal_mask`.
     """
     if valid_lens is not None:
         check_tensor_type("valid_lens", valid_lens)
     if valid_lens is not None and valid_lens.device != device:
         # lengths are often kept on the CPU next to GPU scores
         valid_lens = valid_lens.to(device)
-    mask = None if valid_lens is None else sequence_mask(valid_lens, num_keys)
+    mask = (
+        None
+        if valid_lens is None
+        else _length_mask(valid_lens, num_keys, check_values=False)
+    )
     if causal:
         no_future = causal_mask(num_queries, num_keys, device)
         mask = no_future if mask is None else mask & no_future

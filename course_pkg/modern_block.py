@@ -20,7 +20,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_pkg.checks import check_last_dim, check_tensor, check_tensor_type
+from course_pkg.checks import (
+    check_last_dim,
+    check_nonnegative_number,
+    check_sizes,
+    check_tensor,
+    check_tensor_type,
+)
 from course_pkg.efficient_attention import GroupedQueryAttention
 from course_pkg.transformer_blocks import PositionWiseFFN
 
@@ -38,28 +44,33 @@ class RMSNorm(nn.Module):
     Attributes:
         weight: (D,) learned gain, initialised to ones.
     Raises:
+        TypeError: if num_hiddens is not an int or eps not a number.
         ValueError: if num_hiddens is not positive or eps is negative.
     """
 
     def __init__(self, num_hiddens: int, eps: float | None = None):
         super().__init__()
-        if num_hiddens <= 0:
-            raise ValueError(
-                f"num_hiddens must be positive, got {num_hiddens}"
-            )
-        if eps is not None and eps < 0:
-            raise ValueError(f"eps must be >= 0, got {eps}")
+        check_sizes(num_hiddens=num_hiddens)
+        if eps is not None:
+            check_nonnegative_number("eps", eps)
         self.num_hiddens, self.eps = num_hiddens, eps
         self.weight = nn.Parameter(torch.ones(num_hiddens))
 
     def forward(self, X: torch.Tensor) -> torch.Tensor:
         """X (..., D) -> (..., D), every row scaled to root-mean-square 1,
-        then by weight.
+        then by weight. A float16/bfloat16 X is normalised in float32 and
+        cast back, as ``torch.nn.RMSNorm`` does: its square overflows
+        float16 once |x| > 256.
 
         Raises TypeError/ValueError if X is not a tensor of last width D.
         """
         _check_width(X, self.num_hiddens)
         eps = torch.finfo(X.dtype).eps if self.eps is None else self.eps
+        if X.dtype in (torch.float16, torch.bfloat16):
+            wide = X.float()
+            mean_square = wide.pow(2).mean(-1, keepdim=True)  # (..., 1)
+            normed = wide * torch.rsqrt(mean_square + eps)
+            return normed.to(X.dtype) * self.weight
         mean_square = X.pow(2).mean(-1, keepdim=True)  # (..., 1)
         return X * torch.rsqrt(mean_square + eps) * self.weight
 
@@ -77,6 +88,8 @@ class SwiGLUFFN(nn.Module):
         input_size: input width (default ffn_num_outputs).
         bias: whether the three projections have a bias (default False, as
             in most models that use it).
+    Raises:
+        TypeError/ValueError: if a width is not an int >= 1.
     """
 
     def __init__(
@@ -88,7 +101,13 @@ class SwiGLUFFN(nn.Module):
         bias: bool = False,
     ):
         super().__init__()
-        self.input_size = input_size or ffn_num_outputs
+        input_size = ffn_num_outputs if input_size is None else input_size
+        check_sizes(
+            ffn_num_hiddens=ffn_num_hiddens,
+            ffn_num_outputs=ffn_num_outputs,
+            input_size=input_size,
+        )
+        self.input_size = input_size
         self.gate = nn.Linear(self.input_size, ffn_num_hiddens, bias=bias)
         self.up = nn.Linear(self.input_size, ffn_num_hiddens, bias=bias)
         self.down = nn.Linear(ffn_num_hiddens, ffn_num_outputs, bias=bias)

@@ -12,12 +12,18 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 ATTENTION_CMAP = "Reds"
 
+#: What the helpers accept as numbers: a tensor (any device, detached
+#: here), a NumPy array, or nested sequences of numbers.
+ArrayLike = torch.Tensor | np.ndarray | Sequence
+
 
 def show_heatmaps(
-    matrices,
+    matrices: ArrayLike,
     xlabel: str,
     ylabel: str,
     titles: Sequence[str] | None = None,
@@ -25,7 +31,7 @@ def show_heatmaps(
     cmap: str = ATTENTION_CMAP,
     xticklabels: Sequence[str] | None = None,
     yticklabels: Sequence[str] | None = None,
-):
+) -> Figure:
     """Draw a grid of heatmaps (attention weights) sharing one colour bar.
 
     Args:
@@ -84,8 +90,8 @@ def show_heatmaps(
 
 
 def plot_lines(
-    x,
-    ys: Sequence | dict,
+    x: ArrayLike,
+    ys: Sequence[ArrayLike] | dict[str, ArrayLike],
     xlabel: str,
     ylabel: str,
     legend: Sequence[str] | None = None,
@@ -93,8 +99,8 @@ def plot_lines(
     yscale: str = "linear",
     figsize: tuple[float, float] = (4.5, 3.0),
     title: str | None = None,
-    ax=None,
-):
+    ax: Axes | None = None,
+) -> Axes:
     """Plot one or several curves against x with labelled axes.
 
     Args:
@@ -134,7 +140,7 @@ def plot_lines(
     return ax
 
 
-def _to_numpy(values) -> np.ndarray:
+def _to_numpy(values: ArrayLike) -> np.ndarray:
     if isinstance(values, torch.Tensor):
         return values.detach().float().cpu().numpy()
     return np.asarray(values, dtype=float)

@@ -11,7 +11,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from course_pkg.checks import check_int, check_last_dim, check_tensor
+from course_pkg.checks import (
+    check_int,
+    check_last_dim,
+    check_positive_int,
+    check_probability,
+    check_sizes,
+    check_tensor,
+)
 
 
 def sinusoidal_table(max_len: int, num_hiddens: int) -> torch.Tensor:
@@ -25,10 +32,12 @@ def sinusoidal_table(max_len: int, num_hiddens: int) -> torch.Tensor:
         buffer, so it moves with them).
     Raises:
         TypeError: if num_hiddens or max_len is not an int.
-        ValueError: if num_hiddens is odd or not positive.
+        ValueError: if num_hiddens is odd or not positive, or max_len < 0.
     """
     check_int("num_hiddens", num_hiddens)
     check_int("max_len", max_len)
+    if max_len < 0:
+        raise ValueError(f"max_len must be >= 0, got {max_len}")
     if num_hiddens <= 0 or num_hiddens % 2:
         raise ValueError(
             f"num_hiddens must be a positive even number, got {num_hiddens}"
@@ -59,11 +68,15 @@ class PositionalEncoding(nn.Module):
         P: (1, max_len, D) buffer (saved with the model and moved by
             ``.to(device)``).
     Raises:
-        ValueError: if num_hiddens is odd.
+        TypeError: if an argument is not a number of its kind.
+        ValueError: if num_hiddens is odd, max_len < 1 or dropout outside
+            [0, 1).
     """
 
     def __init__(self, num_hiddens: int, dropout: float, max_len: int = 1000):
         super().__init__()
+        check_positive_int("max_len", max_len)
+        check_probability("dropout", dropout)
         self.num_hiddens, self.max_len = num_hiddens, max_len
         self.dropout = nn.Dropout(dropout)
         self.register_buffer("P", sinusoidal_table(max_len, num_hiddens)[None])
@@ -89,10 +102,15 @@ class LearnedPositionalEncoding(nn.Module):
     Attributes:
         embedding: ``nn.Embedding(max_len, D)``; positions never seen in
             training keep their random init.
+    Raises:
+        TypeError/ValueError: if num_hiddens or max_len is not an int >= 1,
+            or dropout not in [0, 1).
     """
 
     def __init__(self, num_hiddens: int, dropout: float, max_len: int = 1000):
         super().__init__()
+        check_sizes(num_hiddens=num_hiddens, max_len=max_len)
+        check_probability("dropout", dropout)
         self.num_hiddens, self.max_len = num_hiddens, max_len
         self.embedding = nn.Embedding(max_len, num_hiddens)
         self.dropout = nn.Dropout(dropout)

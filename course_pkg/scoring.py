@@ -115,7 +115,9 @@ class AdditiveAttention(ScoredAttention):
     ):
         check_sizes(num_hiddens=num_hiddens)
         super().__init__(
-            query_size or num_hiddens, key_size or num_hiddens, dropout
+            num_hiddens if query_size is None else query_size,
+            num_hiddens if key_size is None else key_size,
+            dropout,
         )
         self.W_k = nn.Linear(self.key_size, num_hiddens, bias=False)
         self.W_q = nn.Linear(self.query_size, num_hiddens, bias=False)
@@ -270,7 +272,9 @@ class LuongAttention(ScoredAttention):
         num_hiddens: hidden width of "concat" (default d_q).
         dropout: dropout probability on the weights.
     Raises:
-        ValueError: on an unknown score, or "dot" with d_q != d_k.
+        TypeError: if score is not a str or a size not an int.
+        ValueError: on an unknown score, a size < 1, or "dot" with
+            d_q != d_k.
     """
 
     def __init__(
@@ -281,6 +285,10 @@ class LuongAttention(ScoredAttention):
         num_hiddens: int | None = None,
         dropout: float = 0.0,
     ):
+        if not isinstance(score, str):
+            raise TypeError(f"score must be a str, got {type(score).__name__}")
+        if num_hiddens is not None:
+            check_sizes(num_hiddens=num_hiddens)
         if score not in ("dot", "general", "concat"):
             raise ValueError(
                 f"score must be 'dot', 'general' or 'concat', got {score!r}"
@@ -295,7 +303,7 @@ class LuongAttention(ScoredAttention):
         if score == "general":
             self.W = nn.Linear(key_size, query_size, bias=False)
         elif score == "concat":
-            hidden = num_hiddens or query_size
+            hidden = query_size if num_hiddens is None else num_hiddens
             self.W = nn.Linear(query_size + key_size, hidden, bias=False)
             self.v = nn.Linear(hidden, 1, bias=False)
 

@@ -10,8 +10,8 @@ sizes and training budget both chapters (and ``bench/seq2seq.py``) use.
 
 Shapes follow d2l's: the GRUs are time-major, so the encoder returns outputs
 (T, B, D) and a state (L, B, D), with ``L`` the number of GRU layers and
-``E`` the embedding width. Other letters as in the package docstring; ``t``
-counts the target positions fed in one call.
+``E`` the embedding width. Other letters as in the package docstring; ``Q``
+counts the target positions fed to the decoder in one call.
 """
 
 from __future__ import annotations
@@ -169,14 +169,14 @@ class Seq2SeqDecoder(Decoder):
         """Score the next token after every prefix of X.
 
         Args:
-            X: (B, t) target ids (teacher forcing: the reference shifted
+            X: (B, Q) target ids (teacher forcing: the reference shifted
                 right, starting with <bos>).
             state: from :meth:`init_state` or the previous call.
         Returns:
-            Y (B, t, V) scores, and the new state (same context, hidden after
+            Y (B, Q, V) scores, and the new state (same context, hidden after
             the last step).
         Raises:
-            TypeError, ValueError: if X is not a (B, t) tensor of ids in
+            TypeError, ValueError: if X is not a (B, Q) tensor of ids in
                 [0, V), or the state does not fit.
         """
         check_token_ids("X", X, self.embedding.num_embeddings, min_steps=1)
@@ -186,12 +186,12 @@ class Seq2SeqDecoder(Decoder):
             "state.context", context, (batch_size, self.num_hiddens), "(B, D)"
         )
         _check_hidden(hidden, batch_size, self.num_layers, self.num_hiddens)
-        embs = self.embedding(X.t().long())  # (t, B, E)
-        contexts = context.unsqueeze(0).expand(num_steps, -1, -1)  # (t, B, D)
+        embs = self.embedding(X.t().long())  # (Q, B, E)
+        contexts = context.unsqueeze(0).expand(num_steps, -1, -1)  # (Q, B, D)
         outputs, hidden = self.rnn(
             torch.cat((embs, contexts), dim=-1), hidden
-        )  # (t, B, D)
-        Y = self.dense(outputs).transpose(0, 1)  # (B, t, V)
+        )  # (Q, B, D)
+        Y = self.dense(outputs).transpose(0, 1)  # (B, Q, V)
         return Y, GRUState(context, hidden)
 
 
@@ -272,26 +272,26 @@ class AttentionGRUDecoder(Decoder):
         """Score the next token after every prefix of X.
 
         Args:
-            X: (B, t) target ids (teacher forcing: the reference shifted
+            X: (B, Q) target ids (teacher forcing: the reference shifted
                 right, starting with <bos>).
             state: from :meth:`init_state` or the previous call.
         Returns:
-            Y (B, t, V) scores and the new state; :attr:`attention_weights`
-            then holds (B, t, T).
+            Y (B, Q, V) scores and the new state; :attr:`attention_weights`
+            then holds (B, Q, T).
         Raises:
-            TypeError, ValueError: if X is not a (B, t) tensor of ids in
+            TypeError, ValueError: if X is not a (B, Q) tensor of ids in
                 [0, V), the state does not fit, or a valid length is outside
                 [0, T] (all checked before any computation).
         """
         check_token_ids("X", X, self.embedding.num_embeddings, min_steps=1)
         self._check_state(state, X.shape[0])
-        embs = self.embedding(X.t().long())  # (t, B, E)
+        embs = self.embedding(X.t().long())  # (Q, B, E)
         Y, self._attention_weights, new_state = self._decode(embs, *state)
         return Y, new_state
 
     @property
     def attention_weights(self) -> torch.Tensor | None:
-        """(B, t, T) weights of the last forward call; row s: step s."""
+        """(B, Q, T) weights of the last forward call; row s: step s."""
         return self._attention_weights
 
 
@@ -339,7 +339,7 @@ class Seq2SeqAttentionDecoder(AttentionGRUDecoder):
         hidden: torch.Tensor,
         enc_valid_lens: torch.Tensor | None,
     ) -> tuple[torch.Tensor, torch.Tensor, AttentionGRUState]:
-        """Embeddings (t, B, E) -> Y (B, t, V), weights (B, t, T), state."""
+        """Embeddings (Q, B, E) -> Y (B, Q, V), weights (B, Q, T), state."""
         outputs, weights = [], []
         # The query of a step is the state the previous step left, so the
         # steps run one after the other.
@@ -353,7 +353,7 @@ class Seq2SeqAttentionDecoder(AttentionGRUDecoder):
             output, hidden = self.rnn(step_input, hidden)  # (1, B, D)
             outputs.append(output)
             weights.append(self.attention.attention_weights)  # (B, 1, T)
-        Y = self.dense(torch.cat(outputs, dim=0)).transpose(0, 1)  # (B, t, V)
+        Y = self.dense(torch.cat(outputs, dim=0)).transpose(0, 1)  # (B, Q, V)
         state = AttentionGRUState(enc_outputs, hidden, enc_valid_lens)
         return Y, torch.cat(weights, dim=1), state
 

@@ -6,7 +6,9 @@ attend to only one side at a time, two heads can do both. Chapter
 "Self-attention and positional encoding": :class:`CopyBack` outputs at
 position t the token of position t - shift, which only a model that knows
 positions can do; it shows how sinusoidal and learned encodings extrapolate
-to lengths not seen in training.
+to lengths not seen in training. Chapter "Attention at scale" trains the same
+task with rotary positions inside a grouped-query attention layer
+(``CopyBack(None, num_kv_heads=2, rotary=True)``).
 
 Shape letters (see the package docstring): ``B`` batch, ``T`` sequence
 length, ``V`` vocabulary size, ``D`` width.
@@ -22,8 +24,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_pkg.attention import MultiHeadAttention
-from course_pkg.checks import check_token_ids
+from course_pkg.checks import check_int, check_positive_int, check_token_ids
 from course_pkg.device import seed_everything
+from course_pkg.efficient_attention import GroupedQueryAttention
 
 _Model = TypeVar("_Model", bound=nn.Module)
 
@@ -33,19 +36,22 @@ def neighbour_batch(
     generator: torch.Generator,
     vocab_size: int = 8,
     num_steps: int = 8,
+    device: torch.device | str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Random token sequences and, for each position, its two neighbours.
 
     Args:
-        batch_size: B. generator: the source of randomness.
-        vocab_size: V. num_steps: T.
+        batch_size: B. generator: the source of randomness, a CPU generator
+            (the tokens are drawn on the CPU, so they are the same whatever
+            the device). vocab_size: V. num_steps: T.
+        device: where to put the tokens (default: the CPU).
     Returns:
         (tokens, left, right), each (B, T) long: ``left[:, t]`` is the token
         at t - 1 and ``right[:, t]`` the one at t + 1, cyclically.
     """
     tokens = torch.randint(
         0, vocab_size, (batch_size, num_steps), generator=generator
-    )
+    ).to(device)
     return tokens, tokens.roll(1, dims=1), tokens.roll(-1, dims=1)
 
 
@@ -116,21 +122,29 @@ class NeighbourReader(nn.Module):
 
 
 def train_neighbour_reader(
-    num_heads: int, num_steps: int = 300, seed: int = 0
+    num_heads: int,
+    num_steps: int = 300,
+    seed: int = 0,
+    *,
+    device: torch.device | str = "cpu",
 ) -> NeighbourReader:
     """Train a :class:`NeighbourReader` with Adam on fresh random batches.
 
     Args:
         num_heads: H. num_steps: optimisation steps (batches of 128).
-        seed: seeds the weights; the batches come from a generator seeded 1.
+        seed: seeds the weights; the batches come from a CPU generator
+            seeded 1, so they are the same on every device.
+        device: where to train.
     Returns:
-        The trained model (CPU).
+        The trained model, on device.
     """
 
     def loss_of_a_batch(
         model: NeighbourReader, generator: torch.Generator
     ) -> torch.Tensor:
-        tokens, left, right = neighbour_batch(128, generator)
+        tokens, left, right = neighbour_batch(
+            128, generator, device=model.readout.weight.device
+        )
         targets = torch.stack([left, right], -1)  # (B, T, 2)
         scores = model(tokens)  # (B, T, 2, V)
         return F.cross_entropy(
@@ -138,7 +152,11 @@ def train_neighbour_reader(
         )
 
     return _train(
-        lambda: NeighbourReader(num_heads), loss_of_a_batch, num_steps, seed
+        lambda: NeighbourReader(num_heads),
+        loss_of_a_batch,
+        num_steps,
+        seed,
+        device=device,
     )
 
 
@@ -152,10 +170,12 @@ def neighbour_accuracy(
 
     Args:
         model: a NeighbourReader. tokens, left, right: (B, T) from
-            :func:`neighbour_batch`.
+            :func:`neighbour_batch`, on any device (moved to the model's).
     Returns:
         (left accuracy, right accuracy), each in [0, 1].
     """
+    device = model.readout.weight.device
+    tokens, left, right = (t.to(device) for t in (tokens, left, right))
     with torch.no_grad():
         predicted = model(tokens).argmax(-1)  # (B, T, 2)
     return (
@@ -168,24 +188,44 @@ class CopyBack(nn.Module):
     """Embedding + positional encoding -> one self-attention layer ->
     read-out over the vocabulary.
 
+    The attention is :class:`course_pkg.attention.MultiHeadAttention`, or,
+    given ``num_kv_heads`` or ``rotary``,
+    :class:`course_pkg.efficient_attention.GroupedQueryAttention` with those
+    options (with rotary positions nothing needs to be added to the
+    embeddings: ``positional=None``).
+
     Args:
-        positional: a positional encoding of width num_hiddens (e.g.
-            :class:`course_pkg.positional.PositionalEncoding`).
+        positional: a positional encoding of width num_hiddens added to the
+            embeddings (e.g. :class:`course_pkg.positional.PositionalEncoding`),
+            or None for none.
         vocab_size: V. num_hiddens: D. num_heads: H.
+        num_kv_heads: G, the key/value heads of a grouped-query layer.
+        rotary: rotate the queries and keys by their positions.
     """
 
     def __init__(
         self,
-        positional: nn.Module,
+        positional: nn.Module | None,
         vocab_size: int = 10,
         num_hiddens: int = 32,
         num_heads: int = 2,
+        *,
+        num_kv_heads: int | None = None,
+        rotary: bool = False,
     ):
         super().__init__()
         self.vocab_size = vocab_size
         self.embedding = nn.Embedding(vocab_size, num_hiddens)
-        self.positional = positional
-        self.attention = MultiHeadAttention(num_hiddens, num_heads=num_heads)
+        self.positional = nn.Identity() if positional is None else positional
+        if num_kv_heads is None and not rotary:
+            self.attention = MultiHeadAttention(num_hiddens, num_heads)
+        else:
+            self.attention = GroupedQueryAttention(
+                num_hiddens,
+                num_heads,
+                num_kv_heads=num_kv_heads,
+                rotary=rotary,
+            )
         self.readout = nn.Linear(num_hiddens, vocab_size)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -200,11 +240,16 @@ class CopyBack(nn.Module):
 
 
 def train_copy_back(
-    positional: nn.Module,
+    positional: nn.Module | None,
     num_steps: int = 400,
     shift: int = 2,
     max_train_len: int = 16,
     seed: int = 0,
+    *,
+    data_seed: int = 1,
+    num_kv_heads: int | None = None,
+    rotary: bool = False,
+    device: torch.device | str = "cpu",
 ) -> CopyBack:
     """Train a :class:`CopyBack` to output, at t >= shift, the token at
     t - shift.
@@ -214,12 +259,19 @@ def train_copy_back(
 
     Args:
         positional: the encoding to train with (it is trained too if it has
-            parameters). num_steps: optimisation steps.
+            parameters), or None. num_steps: optimisation steps.
         shift: how far back to copy. max_train_len: longest training length.
-        seed: as in :func:`train_neighbour_reader`.
+        seed: seeds the weights. data_seed: seeds the (CPU) generator of the
+            batches. num_kv_heads, rotary: as in :class:`CopyBack`.
+        device: where to train.
     Returns:
-        The trained CopyBack, on the CPU.
+        The trained CopyBack, on device.
+    Raises:
+        TypeError: if shift or max_train_len is not an int.
+        ValueError: if shift is not in [1, max_train_len - 1].
     """
+    check_positive_int("max_train_len", max_train_len)
+    _check_shift(shift, max_train_len, "max_train_len")
 
     def loss_of_a_batch(
         model: CopyBack, generator: torch.Generator
@@ -229,41 +281,63 @@ def train_copy_back(
                 shift + 1, max_train_len + 1, (1,), generator=generator
             )
         )
+        # drawn on the CPU: the same batches whatever the model's device
         tokens = torch.randint(
             0, model.vocab_size, (64, length), generator=generator
-        )
+        ).to(model.readout.weight.device)
         scores = model(tokens)[:, shift:]  # (B, T - shift, V)
         return F.cross_entropy(
             scores.reshape(-1, model.vocab_size),
             tokens[:, :-shift].reshape(-1),
         )
 
+    def make_model() -> CopyBack:
+        return CopyBack(positional, num_kv_heads=num_kv_heads, rotary=rotary)
+
     return _train(
-        lambda: CopyBack(positional), loss_of_a_batch, num_steps, seed
+        make_model, loss_of_a_batch, num_steps, seed, data_seed, device
     )
 
 
 def accuracy_by_position(
-    model: CopyBack, length: int, shift: int = 2
+    model: CopyBack, length: int, shift: int = 2, seed: int = 2
 ) -> torch.Tensor:
     """Accuracy of a :class:`CopyBack` at every position, on 1,000 random
-    sequences of one length (generator seeded 2).
+    sequences of one length.
 
     Args:
         model: the model. length: T. shift: as in training.
+        seed: seeds the generator of the sequences (drawn on the CPU, then
+            moved to the model's device).
     Returns:
-        (T - shift,) float tensor: entry t - shift is the accuracy at
-        position t.
+        (T - shift,) float tensor on the model's device: entry t - shift is
+        the accuracy at position t.
+    Raises:
+        TypeError: if length or shift is not an int.
+        ValueError: if shift is not in [1, length - 1].
     """
+    check_positive_int("length", length)
+    _check_shift(shift, length, "length")
     tokens = torch.randint(
         0,
         model.vocab_size,
         (1000, length),
-        generator=torch.Generator().manual_seed(2),
-    )
+        generator=torch.Generator().manual_seed(seed),
+    ).to(model.readout.weight.device)
     with torch.no_grad():
         predicted = model(tokens)[:, shift:].argmax(-1)
     return (predicted == tokens[:, :-shift]).float().mean(0)
+
+
+def _check_shift(shift: int, length: int, length_name: str) -> None:
+    """TypeError unless shift is an int, ValueError unless 1 <= shift <
+    length (copying from shift back needs a position t >= shift)."""
+    check_int("shift", shift)
+    if not 1 <= shift < length:
+        raise ValueError(
+            f"shift must be in [1, {length_name} - 1] = [1, {length - 1}], "
+            f"got {shift}"
+        )
 
 
 def _train(
@@ -271,13 +345,15 @@ def _train(
     loss_of_a_batch: Callable[[_Model, torch.Generator], torch.Tensor],
     num_steps: int,
     seed: int,
+    data_seed: int = 1,
+    device: torch.device | str = "cpu",
 ) -> _Model:
-    """Seed, make the model, then Adam (lr 0.01) for num_steps steps; each
-    call of loss_of_a_batch draws a fresh batch from a generator seeded 1 and
-    scores the model on it."""
+    """Seed, make the model (on the CPU, then moved to device), then Adam
+    (lr 0.01) for num_steps steps; each call of loss_of_a_batch draws a fresh
+    batch from a CPU generator seeded data_seed and scores the model on it."""
     seed_everything(seed)
-    model = make_model()
-    generator = torch.Generator().manual_seed(1)
+    model = make_model().to(device)
+    generator = torch.Generator().manual_seed(data_seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     for _ in range(num_steps):
         loss = loss_of_a_batch(model, generator)

@@ -123,10 +123,15 @@ class TransformerEncoder(TokenStack, Encoder):
             (B, T, D).
         Raises:
             TypeError: if X or valid_lens is not an integer tensor.
-            ValueError: on a wrong rank, ids outside [0, V), lengths outside
-                [0, T].
+            ValueError: on a wrong rank, ids outside [0, V), T > max_len,
+                lengths outside [0, T].
         """
         check_token_ids("X", X, self.vocab_size)
+        if X.shape[1] > self.max_len:
+            raise ValueError(
+                f"X must have shape (B, T) with T <= max_len={self.max_len}, "
+                f"got {tuple(X.shape)}"
+            )
         check_valid_lens("valid_lens", valid_lens, X.shape[0], X.shape[1])
         need_weights = _use_weights(self, need_weights)
         # The embedding is scaled up so that the positional signal (values
@@ -268,6 +273,12 @@ class TransformerDecoder(TokenStack, Decoder):
             )
         check_valid_lens("tgt_valid_lens", tgt_valid_lens, batch_size, None)
         num_seen = state.offset + X.shape[1]
+        if num_seen > self.max_len:  # the cached positions come first
+            raise ValueError(
+                f"X (B, Q={X.shape[1]}) after the {state.offset} positions "
+                f"cached reaches position {num_seen}, more than "
+                f"max_len={self.max_len}"
+            )
         if tgt_valid_lens is not None:
             # Only the t = offset + Q positions fed so far exist as keys.
             tgt_valid_lens = tgt_valid_lens.clamp(max=num_seen)

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from course_pkg.attention import KVCache, MultiHeadAttention
-from course_pkg.checks import check_last_dim, check_stack_args
+from course_pkg.checks import check_last_dim, check_sizes, check_stack_args
 
 
 class PositionWiseFFN(nn.Module):
@@ -40,6 +40,8 @@ class PositionWiseFFN(nn.Module):
         ffn_num_outputs: output width (D in a block).
         input_size: input width (default ffn_num_outputs, as inside a
             Transformer block).
+    Raises:
+        TypeError/ValueError: if a width is not an int >= 1.
     """
 
     def __init__(
@@ -50,7 +52,13 @@ class PositionWiseFFN(nn.Module):
         input_size: int | None = None,
     ):
         super().__init__()
-        self.input_size = input_size or ffn_num_outputs
+        input_size = ffn_num_outputs if input_size is None else input_size
+        check_sizes(
+            ffn_num_hiddens=ffn_num_hiddens,
+            ffn_num_outputs=ffn_num_outputs,
+            input_size=input_size,
+        )
+        self.input_size = input_size
         self.dense1 = nn.Linear(self.input_size, ffn_num_hiddens)
         self.relu = nn.ReLU()
         self.dense2 = nn.Linear(ffn_num_hiddens, ffn_num_outputs)

@@ -1,9 +1,13 @@
 """Shared test set-up.
 
 - ``device`` fixture: every module test runs on the CPU, on ``meta`` (which has no data, so any
-  tensor wired to the CPU inside a module makes the test fail) and on CUDA when there is one.
+  tensor wired to the CPU inside a module makes the test fail) and on CUDA.
+- the ``cuda`` marker: tests (and ``device`` cases) that need a CUDA GPU. Without one they are
+  deselected, never skipped: ``make unit`` passes ``-m "not cuda"`` there, and a run that chooses
+  no markers deselects them here and says how many and why. On a GPU: ``pytest -m cuda``.
 - hypothesis: no per-example deadline for the property tests (a model's first call is slow, and
-  a shared machine slows any call), set once here as the ``course`` profile.
+  a shared machine slows any call), set once here as the ``course`` profile, on top of
+  hypothesis' ``ci`` profile under CI (:func:`tests.ci.in_ci`) and its default profile elsewhere.
 - the package's disk cache (the generated corpus, :func:`course_pkg.files.cached_json`) goes to a
   folder of the session, removed at its end, unless ``COURSE_CACHE_DIR`` is set: a test run
   neither reads a user's cache nor fills it. The notebooks' kernels inherit the variable.
@@ -20,7 +24,15 @@ import pytest
 import torch
 from hypothesis import settings
 
-settings.register_profile("course", deadline=None)
+from tests.ci import in_ci
+
+# Built on hypothesis' own profile for the place it runs: under CI its "ci" profile
+# (derandomised, no example database, no too_slow health check), elsewhere its default.
+settings.register_profile(
+    "course",
+    parent=settings.get_profile("ci" if in_ci() else "default"),
+    deadline=None,
+)
 settings.load_profile("course")
 
 # The browser check of the built book runs on its own, after the build (`make browser`).
@@ -28,13 +40,45 @@ collect_ignore = ["browser"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "cuda: needs a CUDA GPU; deselected where there is none (on a GPU: pytest -m cuda)",
+    )
     if "COURSE_CACHE_DIR" not in os.environ:
         folder = tempfile.mkdtemp(prefix="course-cache-")
         os.environ["COURSE_CACHE_DIR"] = folder
         config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
-DEVICES = ["cpu", "meta"] + (["cuda"] if torch.cuda.is_available() else [])
+_CUDA_DESELECTED = pytest.StashKey[int]()
+
+
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """Without a GPU, and when the run chose no markers (``-m``), deselect the cuda tests."""
+    if torch.cuda.is_available() or config.getoption("markexpr"):
+        return
+    needs_cuda = [item for item in items if item.get_closest_marker("cuda")]
+    if needs_cuda:
+        config.hook.pytest_deselected(items=needs_cuda)
+        items[:] = [
+            item for item in items if not item.get_closest_marker("cuda")
+        ]
+        config.stash[_CUDA_DESELECTED] = len(needs_cuda)
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    count = config.stash.get(_CUDA_DESELECTED, 0)
+    if count:
+        terminalreporter.write_line(
+            f"{count} tests marked cuda deselected: no CUDA GPU here "
+            "(on a GPU run them with: pytest -m cuda)"
+        )
+
+
+CUDA = pytest.param("cuda", marks=pytest.mark.cuda)
+DEVICES = ["cpu", "meta", CUDA]
 
 
 @pytest.fixture(params=DEVICES)

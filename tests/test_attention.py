@@ -97,12 +97,13 @@ def test_masked_softmax_without_lens_is_softmax():
     keys=st.integers(1, 6),
     per_query=st.booleans(),
     causal=st.booleans(),
+    seed=st.integers(0, 10_000),
     data=st.data(),
 )
 def test_masked_softmax_property(
-    batch, queries, keys, per_query, causal, data
+    batch, queries, keys, per_query, causal, seed, data
 ):
-    """Rows sum to 1 over valid positions (or are all zero) and are exactly 0 elsewhere."""
+    """Rows are the softmax over the valid positions (or all zero) and exactly 0 elsewhere."""
     shape = (batch, queries) if per_query else (batch,)
     lens = data.draw(
         st.lists(
@@ -114,11 +115,16 @@ def test_masked_softmax_property(
     valid_lens = torch.tensor(lens).reshape(shape)
     if causal and keys < queries:
         causal = False
-    X = randn(batch, queries, keys) * 10
+    generator = torch.Generator().manual_seed(seed)
+    X = torch.randn(batch, queries, keys, generator=generator) * 10
     weights = masked_softmax(X, valid_lens, causal=causal)
-    mask = sequence_mask(valid_lens, keys).expand(batch, queries, keys)
-    if causal:
-        mask = mask & causal_mask(queries, keys)
+    # the positions that may be attended, from index comparisons (not our mask helpers)
+    key_pos = torch.arange(keys)
+    lens = valid_lens.reshape(batch, -1, 1)  # (B, 1 or Q, 1)
+    mask = (key_pos < lens).expand(batch, queries, keys)
+    if causal:  # query i is position i + K - Q and sees the keys up to it
+        query_pos = torch.arange(queries)[:, None] + (keys - queries)
+        mask = mask & (key_pos <= query_pos)
     assert torch.all(weights[~mask] == 0)
     row_sums = weights.sum(-1)
     has_valid = mask.any(-1)
@@ -126,6 +132,9 @@ def test_masked_softmax_property(
         row_sums[has_valid], torch.ones_like(row_sums[has_valid]), atol=1e-6
     )
     assert torch.all(row_sums[~has_valid] == 0)
+    # and over the valid positions it is the softmax of those scores alone
+    reference = torch.where(mask, X, float("-inf")).softmax(-1).nan_to_num(0.0)
+    torch.testing.assert_close(weights, reference)
 
 
 @pytest.mark.parametrize("per_query", [False, True])
@@ -574,3 +583,73 @@ def test_kv_cache_extend_appends_positions_and_keeps_both_caches(dim):
         assert torch.equal(got.narrow(dim, shape[dim], 2), second)
     for before, after in zip(kept, (*past, *new)):
         assert torch.equal(before, after)
+
+
+@pytest.mark.parametrize(
+    "kv_width, error",
+    [(0, ValueError), (3, ValueError), (2.5, TypeError), ("4", TypeError)],
+)
+def test_kv_width_is_checked_up_front(kv_width, error):
+    # D = 8, H = 2: the head width is 4, so kv_width must be a multiple of 4
+    # (0 used to mean "default D", 3 built and failed in forward).
+    with pytest.raises(error, match="kv_width"):
+        MultiHeadAttention(8, 2, kv_width=kv_width)
+    assert MultiHeadAttention(8, 2, kv_width=4).W_k.out_features == 4
+
+
+@pytest.mark.parametrize(
+    "ours, theirs, error, match",
+    [
+        (
+            lambda: nn.Linear(8, 8),
+            lambda: nn.MultiheadAttention(8, 2),
+            TypeError,
+            "ours",
+        ),
+        (
+            lambda: MultiHeadAttention(8, 2),
+            lambda: nn.Linear(8, 8),
+            TypeError,
+            "theirs",
+        ),
+        (
+            lambda: MultiHeadAttention(8, 2),
+            lambda: nn.MultiheadAttention(8, 4),
+            ValueError,
+            "num_heads",
+        ),
+        (
+            lambda: MultiHeadAttention(8, 2),
+            lambda: nn.MultiheadAttention(4, 2),
+            ValueError,
+            "embed_dim",
+        ),
+        (
+            lambda: MultiHeadAttention(8, 2),
+            lambda: nn.MultiheadAttention(8, 2, bias=True),
+            ValueError,
+            "bias",
+        ),
+        (
+            lambda: MultiHeadAttention(8, 2, key_size=5),
+            lambda: nn.MultiheadAttention(8, 2, bias=False),
+            ValueError,
+            "key_size",
+        ),
+        (
+            lambda: MultiHeadAttention(8, 2, kv_width=4),
+            lambda: nn.MultiheadAttention(8, 2, bias=False),
+            ValueError,
+            "kv_width",
+        ),
+    ],
+)
+def test_copy_weights_from_torch_checks_both_layers_before_copying(
+    ours, theirs, error, match
+):
+    ours, theirs = ours(), theirs()
+    before = {k: v.clone() for k, v in ours.state_dict().items()}
+    with pytest.raises(error, match=match):
+        copy_weights_from_torch(ours, theirs)
+    for name, value in ours.state_dict().items():
+        assert torch.equal(value, before[name])

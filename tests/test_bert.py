@@ -170,6 +170,14 @@ def test_mask_tokens_runs_on_meta_without_reading_values():
     )
 
 
+def test_mask_tokens_accepts_lengths_on_the_cpu_for_tokens_elsewhere():
+    tokens = torch.empty(2, 5, dtype=torch.long, device="meta")
+    inputs, labels = mask_tokens(
+        tokens, torch.tensor([5, 2]), MASK_ID, V, NUM_SPECIAL
+    )
+    assert inputs.device.type == labels.device.type == "meta"
+
+
 @pytest.mark.parametrize(
     "kwargs, error, name",
     [
@@ -425,3 +433,15 @@ def test_mean_pooling_averages_the_valid_positions_only():
 def test_heads_refuse_a_wrong_width(head):
     with pytest.raises(ValueError, match="X"):
         head(torch.randn(2, 3, D + 1))
+    with pytest.raises(TypeError, match="X"):  # not an AttributeError
+        head([[[0.0] * D]])
+
+
+def test_mean_pooling_accepts_lengths_on_the_cpu_for_tokens_elsewhere():
+    classifier = BERTClassifier(encoder(), 3, pooling="mean")
+    classifier.to("meta")
+    tokens = torch.empty(4, 9, dtype=torch.long, device="meta")
+    scores = classifier(
+        tokens, torch.zeros_like(tokens), torch.tensor([9, 1, 5, 7])
+    )
+    assert scores.shape == (4, 3) and scores.device.type == "meta"

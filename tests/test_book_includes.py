@@ -7,6 +7,7 @@ import ast
 import json
 import pathlib
 import re
+import textwrap
 
 import pytest
 
@@ -41,6 +42,37 @@ def _includes() -> list[tuple[str, str, str]]:
     return found
 
 
+def _includes_with_lines() -> list[tuple[str, str, str, str]]:
+    found = []
+    for name, text in _book_texts().items():
+        for match in INCLUDE.finditer(text):
+            options = dict(
+                re.findall(r":([a-z]+): ([^\n]*)", match["options"])
+            )
+            if "lines" in options:
+                found.append(
+                    (
+                        name,
+                        match["path"],
+                        options.get("pyobject", ""),
+                        options["lines"],
+                    )
+                )
+    return found
+
+
+def _object_lines(path: pathlib.Path, pyobject: str) -> list[str]:
+    """The source lines of a top-level object or Class.method, as
+    ``:pyobject:`` selects them (from the def or class line)."""
+    source = path.read_text(encoding="utf-8")
+    body = ast.parse(source).body
+    *outer, last = pyobject.split(".")
+    for name in outer:
+        body = next(n.body for n in body if getattr(n, "name", "") == name)
+    node = next(n for n in body if getattr(n, "name", "") == last)
+    return source.splitlines()[node.lineno - 1 : node.end_lineno]
+
+
 def _defined(path: pathlib.Path) -> set[str]:
     """Top-level functions and classes, and Class.method names, of a module."""
     names = set()
@@ -70,6 +102,28 @@ def test_every_literalinclude_points_at_an_existing_object(
         assert pyobject in _defined(path), (
             f"{chapter}: no {pyobject} in {target}"
         )
+
+
+@pytest.mark.parametrize(
+    "chapter, target, pyobject, lines", _includes_with_lines()
+)
+def test_every_lines_option_cuts_the_object_where_python_still_parses(
+    chapter, target, pyobject, lines
+):
+    # ``:lines:`` counts from the object's first line; a range that no longer
+    # fits the code after an edit shows a stray bracket or half a call, and
+    # the fragment stops parsing.
+    source = _object_lines((ROOT / "book" / target).resolve(), pyobject)
+    chosen = []
+    for part in lines.split(","):
+        first, _, last = part.partition("-")
+        stop = len(source) if part.endswith("-") else int(last or first)
+        chosen += source[int(first) - 1 : stop]
+    fragment = textwrap.dedent("\n".join(chosen))
+    try:
+        ast.parse(fragment)
+    except SyntaxError as error:
+        pytest.fail(f"{chapter}: {target} {pyobject} :lines: {lines}: {error}")
 
 
 def test_the_reference_page_documents_every_module():

@@ -1,14 +1,15 @@
-"""Sequential depth, FLOP-free cost helpers of the Transformer chapter."""
+"""Sequential depth, operation counts and timing helpers (course_pkg.cost)."""
 
 from __future__ import annotations
-
-import time
 
 import pytest
 import torch
 
+from course_pkg import cost
+from course_pkg.attention import MultiHeadAttention
 from course_pkg.cost import (
     call_seconds,
+    count_flops,
     fastest_seconds,
     median_seconds,
     sequential_depth,
@@ -66,6 +67,54 @@ def test_depth_refuses_what_autograd_did_not_build():
         sequential_depth(torch.ones(2))
 
 
+@pytest.mark.parametrize(
+    "batch, n_in, n_out", [(1, 1, 1), (3, 5, 7), (8, 64, 32)]
+)
+def test_a_linear_layer_costs_two_operations_per_weight_and_row(
+    batch, n_in, n_out
+):
+    layer = torch.nn.Linear(n_in, n_out)
+    x = torch.randn(batch, n_in)
+    with torch.no_grad():
+        assert count_flops(lambda: layer(x)) == 2 * batch * n_in * n_out
+    # backward: one product for the weight's gradient, and one more for the
+    # input's when the input needs one
+    assert count_flops(lambda: layer(x).sum().backward()) == (
+        2 * 2 * batch * n_in * n_out
+    )
+    x.requires_grad_()
+    assert count_flops(lambda: layer(x).sum().backward()) == (
+        3 * 2 * batch * n_in * n_out
+    )
+
+
+@pytest.mark.parametrize("T", [1, 5, 16, 40])
+def test_counts_of_the_self_attention_chapter_layers(T):
+    # the formulas the chapter checks: convolution 2kBTD^2, GRU (CPU) 12BTD^2
+    # (two products per gate per step), self-attention 8BTD^2 + 4BT^2D
+    torch.manual_seed(0)
+    B, D, k = 2, 8, 3
+    X = torch.randn(B, T, D)
+    conv = torch.nn.Conv1d(D, D, k, padding=1)
+    gru = torch.nn.GRU(D, D, batch_first=True)
+    attention = MultiHeadAttention(D, 2)
+    with torch.no_grad():
+        assert count_flops(lambda: conv(X.transpose(1, 2))) == (
+            2 * k * B * T * D**2
+        )
+        assert count_flops(lambda: gru(X)) == 12 * B * T * D**2
+        assert count_flops(lambda: attention(X, X, X)) == (
+            8 * B * T * D**2 + 4 * B * T**2 * D
+        )
+
+
+def test_count_flops_counts_nothing_for_elementwise_work_and_refuses_non_callables():
+    x = torch.randn(100)
+    assert count_flops(lambda: (x * 2 + 1).softmax(0)) == 0
+    with pytest.raises(TypeError, match="fn"):
+        count_flops(3)
+
+
 def test_fastest_seconds_warms_up_then_times_each_repeat():
     calls = []
     seconds = fastest_seconds(lambda: calls.append(1), repeats=4)
@@ -88,10 +137,15 @@ def test_call_seconds_makes_warmup_untimed_calls_first(warmup):
         call_seconds(lambda: None, warmup=1.0)
 
 
-def test_median_seconds_is_the_middle_call():
-    durations = iter([0.0, 0.03, 0.01, 0.02])  # the warm-up, then three calls
+def test_median_seconds_is_the_middle_call(monkeypatch):
+    # A fake clock that only the timed function moves: each call takes the
+    # next duration (whole seconds, exact in floating point), so the median is
+    # known exactly; a real sleep would make the test depend on the machine.
+    clock = [0.0]
+    durations = iter([100.0, 4.0, 1.0, 2.0])  # the warm-up, then three calls
 
-    def sleep_next():
-        time.sleep(next(durations))
+    def take_next():
+        clock[0] += next(durations)
 
-    assert 0.015 <= median_seconds(sleep_next, repeats=3) < 0.03
+    monkeypatch.setattr(cost.time, "perf_counter", lambda: clock[0])
+    assert median_seconds(take_next, repeats=3) == 2.0

@@ -226,6 +226,42 @@ def test_sequence_log_prob_matches_step_by_step_scores():
     )
 
 
+@pytest.mark.parametrize(
+    "tokens, bos, eos, error, match",
+    [
+        (torch.tensor([[3.0, 4.0]] * 3), BOS, EOS, TypeError, "tokens"),
+        (torch.tensor([[3, 7]] * 3), BOS, EOS, ValueError, "tokens"),  # V = 7
+        (torch.tensor([[7, 3]] * 3), BOS, EOS, ValueError, "tokens"),
+        (torch.tensor([[-1, 3]] * 3), BOS, EOS, ValueError, "tokens"),
+        (torch.tensor([3, 4, 5]), BOS, EOS, ValueError, "tokens"),
+        (torch.tensor([[3, 4]] * 3), 1.0, EOS, TypeError, "bos"),
+        (torch.tensor([[3, 4]] * 3), BOS, -2, ValueError, "eos"),
+        (torch.tensor([[3, 4]] * 3), BOS, "2", TypeError, "eos"),
+    ],
+)
+def test_sequence_log_prob_refuses_bad_tokens_and_ids(
+    tokens, bos, eos, error, match
+):
+    src, valid_lens = source()
+    with pytest.raises(error, match=match):
+        sequence_log_prob(gru_model(True), src, valid_lens, tokens, bos, eos)
+
+
+def test_sequence_log_prob_checks_ids_against_the_scores_without_an_embedding():
+    # The Markov decoder has no embedding: V = 6 is known from its scores,
+    # and the last id is read only by the gather (an IndexError before).
+    src, valid_lens = source()
+    with pytest.raises(ValueError, match="tokens"):
+        sequence_log_prob(
+            markov_model(),
+            src,
+            valid_lens,
+            torch.tensor([[3, 6]] * 3),
+            BOS,
+            EOS,
+        )
+
+
 # ----------------------------------------------------------------------------- beam search
 
 

@@ -64,3 +64,14 @@ def test_seed_everything_refuses_bad_seeds():
         seed_everything(1.5)
     with pytest.raises(ValueError, match="seed must be >= 0"):
         seed_everything(-1)
+
+
+def test_course_device_index_beyond_the_gpus_is_refused(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setenv("COURSE_DEVICE", "cuda:7")
+    with pytest.raises(ValueError, match=r"cuda:7.*1 CUDA device"):
+        get_device()
+    for accepted in ("cuda:0", "cuda"):
+        monkeypatch.setenv("COURSE_DEVICE", accepted)
+        assert get_device() == torch.device(accepted)

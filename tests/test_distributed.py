@@ -54,40 +54,59 @@ RUNS = {
     ),
 }
 WORLD_SIZE = 2
+THREADS_AT_IMPORT = torch.get_num_threads()
 
 
-def _rank_main(rank: int, ports: list[int], save_dir: str) -> None:
+def _rank_main(rank: int, port: int, flags: list[str], save: str) -> None:
     os.environ.update(
         MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
         RANK=str(rank),
         WORLD_SIZE=str(WORLD_SIZE),
         LOCAL_RANK=str(rank),
         LOCAL_WORLD_SIZE=str(WORLD_SIZE),
     )
-    for i, (flags, _) in enumerate(RUNS.values()):
-        # A port per process group: rank 0 serves the rendezvous on it, and a
-        # rank that reused the last group's port could reach the closing server
-        # of that group instead of the new one.
-        os.environ["MASTER_PORT"] = str(ports[i])
-        distributed.main(
-            [
-                *ARGV,
-                *flags,
-                "--device",
-                "cpu",
-                "--sync",
-                "hand",
-                "ddp",
-                "--save",
-                os.path.join(save_dir, f"{i}.pt"),
-            ]
-        )
+    distributed.main(
+        [*ARGV, *flags, "--device", "cpu", "--sync", "hand", "ddp"]
+        + ["--save", save]
+    )
+
+
+def _run_ranks(flags: list[str], save: str) -> None:
+    """One process group of WORLD_SIZE forked ranks, on a port found free just before they start.
+
+    A port per group, taken as late as possible: between free_port() and rank 0 binding it,
+    another process could take it (a port found long before, for a later group, stays unbound
+    for the whole of the earlier groups), and a rank that reused the last group's port could
+    reach that group's closing rendezvous server instead of the new one.
+    """
+    context = multiprocessing.get_context("fork")
+    port = data_parallel.free_port()
+    ranks = [
+        context.Process(target=_rank_main, args=(rank, port, flags, save))
+        for rank in range(WORLD_SIZE)
+    ]
+    for process in ranks:
+        process.start()
+    for process in ranks:
+        process.join(timeout=120)
+        if process.is_alive():  # a rank stuck in a collective
+            process.kill()
+    assert [process.exitcode for process in ranks] == [0] * WORLD_SIZE
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """{run: {'one process': ..., 'hand': ..., 'ddp': ...}} state dicts after the steps of RUNS."""
-    torch.set_num_threads(1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as each rank runs (--threads 1)
+    try:
+        return _train_every_run(tmp_path_factory.mktemp("ddp"))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train_every_run(save_dir) -> dict:
     states = {}
     # The reference first: the ranks, forked after it, start with everything it imported loaded
     # (the first optimizer alone imports torch._dynamo) and the corpus in its cache.
@@ -99,25 +118,8 @@ def trained(tmp_path_factory):
             "one process": reference["model"].state_dict(),
             "losses": {"one process": reference["step_loss"]},
         }
-    save_dir = tmp_path_factory.mktemp("ddp")
-    context = multiprocessing.get_context("fork")
-    ports: list[int] = []
-    while len(ports) < len(RUNS):
-        port = data_parallel.free_port()
-        if port not in ports:
-            ports.append(port)
-    ranks = [
-        context.Process(target=_rank_main, args=(rank, ports, str(save_dir)))
-        for rank in range(WORLD_SIZE)
-    ]
-    for process in ranks:
-        process.start()
-    for process in ranks:
-        process.join(timeout=120)
-        if process.is_alive():  # a rank stuck in a collective
-            process.kill()
-    assert [process.exitcode for process in ranks] == [0] * WORLD_SIZE
-    for i, name in enumerate(RUNS):
+    for i, (name, (flags, _)) in enumerate(RUNS.items()):
+        _run_ranks(flags, str(save_dir / f"{i}.pt"))
         saved = torch.load(save_dir / f"{i}.pt", weights_only=True)
         states[name].update(
             {sync: saved[sync]["model"] for sync in ("hand", "ddp")}
@@ -126,6 +128,10 @@ def trained(tmp_path_factory):
             {sync: saved[sync]["step_loss"] for sync in ("hand", "ddp")}
         )
     return states
+
+
+def test_training_leaves_the_thread_count_as_it_found_it(trained):
+    assert torch.get_num_threads() == THREADS_AT_IMPORT
 
 
 def _max_difference(first: dict, second: dict) -> float:
@@ -211,6 +217,19 @@ def test_gradient_accumulation_equals_the_larger_batch():
     assert (
         _max_difference(accumulated.state_dict(), whole.state_dict()) <= 1e-6
     )
+
+
+def test_a_global_batch_of_padding_only_has_loss_zero_not_nan():
+    pad, src_size, tgt_size, batches = _batches(2, 8)
+    model = _tiny(src_size, tgt_size)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    padding_only = [
+        (*batch[:3], torch.full_like(batch[3], pad)) for batch in batches
+    ]
+    loss = data_parallel.train_step(model, padding_only, optimizer, pad)
+    assert loss == 0.0
+    assert _max_difference(model.state_dict(), before) == 0.0
 
 
 def test_averaging_micro_batch_means_would_not_equal_the_larger_batch():

@@ -282,6 +282,9 @@ BAD_BLOCKWISE_CALLS = [
     (lambda q, k, v: (q, k[..., :2], v, 2), {}, ValueError, "keys"),
     (lambda q, k, v: (q, k[:1], v, 2), {}, ValueError, "keys"),
     (lambda q, k, v: (q, k, v[:, :, :3], 2), {}, ValueError, "values"),
+    (lambda q, k, v: (q, k.double(), v, 2), {}, TypeError, "dtype"),
+    (lambda q, k, v: (q.long(), k, v, 2), {}, TypeError, "queries"),
+    (lambda q, k, v: (q, k, v.int(), 2), {}, TypeError, "values"),
     (lambda q, k, v: (q, k, v, 0), {}, ValueError, "block_size"),
     (lambda q, k, v: (q, k, v, 2.0), {}, TypeError, "block_size"),
     (
@@ -493,6 +496,61 @@ def test_gqa_refuses_bad_input_before_computing(call, error, match):
     X = torch.randn(2, 3, 8)
     with pytest.raises(error, match=match):
         call(gqa, X)
+    assert gqa.attention_weights is None  # nothing ran
+
+
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        # queries of the wrong width (torch: a RuntimeError in W_q)
+        (lambda m, X, c: m.attend(X[..., :4], c), ValueError, "queries"),
+        (lambda m, X, c: m.attend(X.tolist(), c), TypeError, "queries"),
+        (lambda m, X, c: m.attend(X, c.keys), TypeError, "cache"),
+        (
+            lambda m, X, c: m.attend(X, (c.keys[:1], c.values)),
+            ValueError,
+            "B=2",
+        ),
+        (
+            lambda m, X, c: m.attend(X, (c.keys, c.values[:, :1])),
+            ValueError,
+            "G=2",
+        ),
+        (
+            lambda m, X, c: m.attend(X, (c.keys, c.values[:, :, :2])),
+            ValueError,
+            "K=3",
+        ),
+        (lambda m, X, c: m.attend(X.double(), c), TypeError, "dtype"),
+        # B is the caller's, not B * H after repeating the lengths per head
+        (
+            lambda m, X, c: m.attend(X, c, torch.tensor([1, 2, 3])),
+            ValueError,
+            r"\(B,\)=\(2,\)",
+        ),
+        (
+            lambda m, X, c: m.attend(X, c, torch.tensor([1, 4])),
+            ValueError,
+            "valid_lens",
+        ),
+        (
+            lambda m, X, c: m.attend(X, c, torch.tensor([1.0, 2.0])),
+            TypeError,
+            "valid_lens",
+        ),
+        (
+            lambda m, X, c: m.attend(torch.cat([X, X], 1), c, causal=True),
+            ValueError,
+            "K >= Q",
+        ),
+    ],
+)
+def test_gqa_attend_checks_its_inputs_before_computing(call, error, match):
+    gqa = GroupedQueryAttention(8, 4, num_kv_heads=2)
+    X = torch.randn(2, 3, 8)
+    cache = gqa.cache(X, X)  # keys and values (2, 2, 3, 2)
+    with pytest.raises(error, match=match):
+        call(gqa, X, cache)
     assert gqa.attention_weights is None  # nothing ran
 
 

@@ -24,6 +24,7 @@ from course_pkg.data import tokenize
 from course_pkg.gpt import GPT, GPTBlock, generate, next_token_probs
 from course_pkg.lm_translation import (
     SEP,
+    train_lm,
     translate_lm,
     translation_lm_arrays,
     translation_lm_loader,
@@ -546,6 +547,36 @@ def test_generate_refuses_wrong_types(kwargs, name):
     )
     with pytest.raises(TypeError, match=name):
         generate(**arguments)
+
+
+@pytest.mark.parametrize(
+    "eos, error",
+    [(2.5, TypeError), ("a", TypeError), (-1, ValueError), (V, ValueError)],
+)
+def test_generate_names_a_bad_eos(eos, error):
+    with pytest.raises(error, match="eos"):
+        generate(make_model(), tokens(T=3), 5, eos=eos)
+
+
+def test_next_token_probs_refuses_a_row_of_minus_infinity_not_nan():
+    logits = torch.zeros(2, 4)
+    logits[1] = -math.inf
+    with pytest.raises(ValueError, match="logits"):
+        next_token_probs(logits)
+    logits[1, 2] = 0.0  # one finite score is enough
+    probs = next_token_probs(logits)
+    assert torch.isfinite(probs).all() and probs[1, 2] == 1.0
+
+
+def test_translate_lm_refuses_a_str_and_train_lm_no_epochs(corpus):
+    _, _, vocab = corpus
+    model = GPT(len(vocab), D, FFN, H, N, 0.0, 40)
+    with pytest.raises(TypeError, match="sentences"):
+        translate_lm(model, "i see a dog .", vocab, 8)  # not 14 sentences
+    with pytest.raises(ValueError, match="lr_per_epoch"):
+        train_lm(model, [], [], vocab.pad)  # IndexError before
+    with pytest.raises(ValueError, match="lr_per_epoch"):
+        train_lm(model, [], [0.01, 0.0], vocab.pad)
 
 
 def test_forward_and_filters_refuse_bad_input():

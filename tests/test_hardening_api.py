@@ -79,9 +79,10 @@ def test_a_literal_pad_does_not_shorten_a_source(sentences, num_steps):
     T=st.integers(1, 4),
     V=st.integers(1, 5),
     pad=st.sampled_from([-100, 0, 2]),
+    seed=st.integers(0, 10_000),
     data=st.data(),
 )
-def test_masked_cross_entropy_equals_ignore_index(B, T, V, pad, data):
+def test_masked_cross_entropy_equals_ignore_index(B, T, V, pad, seed, data):
     choices = [pad, *range(V)]
     Y = torch.tensor(
         data.draw(
@@ -89,7 +90,7 @@ def test_masked_cross_entropy_equals_ignore_index(B, T, V, pad, data):
         ),
         dtype=torch.long,
     ).reshape(B, T)
-    Y_hat = torch.randn(B, T, V)
+    Y_hat = torch.randn(B, T, V, generator=torch.Generator().manual_seed(seed))
     ours = masked_cross_entropy(Y_hat, Y, pad)
     if not (Y != pad).any():
         assert ours == 0
@@ -191,6 +192,20 @@ def test_a_vocabulary_of_no_size_is_refused(vocab_size):
 def test_mask_helpers_name_their_arguments(call, error):
     with pytest.raises(error, match="valid_lens|max_len|num_queries|K >= Q"):
         call()
+
+
+@pytest.mark.parametrize("lens", [[-1, 2], [1, 9], [[0, 4], [1, 2]]])
+def test_sequence_mask_refuses_lengths_outside_0_to_max_len(lens):
+    with pytest.raises(ValueError, match="valid_lens"):
+        sequence_mask(torch.tensor(lens), 3)
+    assert sequence_mask(torch.tensor([0, 3]), 3).tolist() == [
+        [[False] * 3],
+        [[True] * 3],
+    ]
+    meta = torch.tensor(lens, device="meta")  # no values: shape only
+    expected = (2, 1, 3) if meta.dim() == 1 else (2, 2, 3)
+    mask = sequence_mask(meta, 3)
+    assert mask.shape == expected and mask.device.type == "meta"
 
 
 def test_beam_search_on_an_empty_batch_and_without_lengths():

@@ -8,12 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_pkg.attention import MultiHeadAttention
+from course_pkg.modern_block import RMSNorm, SwiGLUFFN
 from course_pkg.positional import PositionalEncoding
 from course_pkg.scoring import (
     AdditiveAttention,
     DotProductAttention,
     LuongAttention,
 )
+from course_pkg.transformer_blocks import PositionWiseFFN
 
 POISON = st.sampled_from([float("nan"), float("inf"), float("-inf")])
 
@@ -90,13 +92,18 @@ def test_additive_attention_ignores_poisoned_padding(inputs):
     device=st.sampled_from(["cpu", "meta"]),
     need_weights=st.booleans(),
     with_lens=st.booleans(),
+    seed=st.integers(0, 10_000),
 )
 def test_empty_batches_and_sequences_work(
-    B, Q, K, device, need_weights, with_lens
+    B, Q, K, device, need_weights, with_lens, seed
 ):
-    layer = MultiHeadAttention(8, 2, bias=True).to(device)
-    q = torch.randn(B, Q, 8, device=device, requires_grad=True)
-    kv = torch.randn(B, K, 8, device=device)
+    # the weights from the seed, leaving the global RNG as it was
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        layer = MultiHeadAttention(8, 2, bias=True).to(device)
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(B, Q, 8, generator=generator).to(device).requires_grad_()
+    kv = torch.randn(B, K, 8, generator=generator).to(device)
     lens = torch.full((B,), K, device=device) if with_lens else None
     out = layer(q, kv, kv, lens, need_weights=need_weights)
     assert out.shape == (B, Q, 8)
@@ -105,8 +112,8 @@ def test_empty_batches_and_sequences_work(
         assert torch.isfinite(out).all()
 
 
-def wrong_argument(draw, good):
-    """One argument made wrong, and the error it must raise."""
+def wrong_argument(draw, good, generator):
+    """One argument made wrong (random values from ``generator``), and the error it must raise."""
     kind = draw(
         st.sampled_from(
             ["str", "list", "int dtype", "float64", "width", "rank", "batch"]
@@ -121,25 +128,33 @@ def wrong_argument(draw, good):
     if kind == "float64":
         return good.double(), TypeError
     if kind == "width":
-        return torch.randn(*good.shape[:-1], good.shape[-1] + 1), ValueError
+        shape = (*good.shape[:-1], good.shape[-1] + 1)
+        return torch.randn(shape, generator=generator), ValueError
     if kind == "rank":
         return good[0], ValueError
-    return torch.randn(good.shape[0] + 1, *good.shape[1:]), ValueError
+    shape = (good.shape[0] + 1, *good.shape[1:])
+    return torch.randn(shape, generator=generator), ValueError
 
 
 # 60 calls.
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_a_wrong_argument_is_named_before_any_state_changes(data):
-    layer = MultiHeadAttention(8, 2)
+    seed = data.draw(st.integers(0, 10_000), label="seed")
+    # the weights from the seed, leaving the global RNG as it was
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        layer = MultiHeadAttention(8, 2)
+    generator = torch.Generator().manual_seed(seed)
     good = {
-        name: torch.randn(2, 3, 8) for name in ("queries", "keys", "values")
+        name: torch.randn(2, 3, 8, generator=generator)
+        for name in ("queries", "keys", "values")
     }
     layer(*good.values())
     weights_before = layer.attention_weights
     params_before = [p.clone() for p in layer.parameters()]
     name = data.draw(st.sampled_from(sorted(good)))
-    bad, error = wrong_argument(data.draw, good[name])
+    bad, error = wrong_argument(data.draw, good[name], generator)
     arguments = {**good, name: bad}
     need_weights = data.draw(st.booleans())
     with pytest.raises(error, match=name):
@@ -164,8 +179,11 @@ def test_a_wrong_argument_is_named_before_any_state_changes(data):
     need_weights=st.booleans(),
 )
 def test_bad_valid_lens_are_named(lens, need_weights):
-    layer = MultiHeadAttention(8, 2)
-    X = torch.randn(2, 3, 8)
+    # the weights from the seed, leaving the global RNG as it was
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        layer = MultiHeadAttention(8, 2)
+    X = torch.randn(2, 3, 8, generator=torch.Generator().manual_seed(0))
     with pytest.raises((TypeError, ValueError), match="valid_lens"):
         layer(X, X, X, lens, need_weights=need_weights)
 
@@ -208,4 +226,48 @@ def test_constructor_arguments_are_checked(num_hiddens, num_heads):
 )
 def test_layer_constructors_name_a_bad_argument(make, name):
     with pytest.raises((TypeError, ValueError), match=name):
+        make()
+
+
+@pytest.mark.parametrize(
+    "make, error, name",
+    [
+        # 0 used to mean "the default" (query_size 0 -> 4, a hidden width of 0 -> d_q)
+        (
+            lambda: AdditiveAttention(4, 0.0, query_size=0),
+            ValueError,
+            "query_size",
+        ),
+        (
+            lambda: AdditiveAttention(4, 0.0, key_size=0),
+            ValueError,
+            "key_size",
+        ),
+        (
+            lambda: LuongAttention("concat", 4, 4, num_hiddens=0),
+            ValueError,
+            "num_hiddens",
+        ),
+        (
+            lambda: LuongAttention("concat", 4, 4, num_hiddens=2.5),
+            TypeError,
+            "num_hiddens",
+        ),
+        (lambda: LuongAttention(1, 4, 4), TypeError, "score"),
+        (lambda: PositionWiseFFN(0, 4), ValueError, "ffn_num_hiddens"),
+        (
+            lambda: PositionWiseFFN(8, 4, input_size=0),
+            ValueError,
+            "input_size",
+        ),
+        (lambda: PositionWiseFFN(8, 4.0), TypeError, "ffn_num_outputs"),
+        (lambda: SwiGLUFFN(8, 4, input_size=0), ValueError, "input_size"),
+        (lambda: RMSNorm("4"), TypeError, "num_hiddens"),
+        (lambda: RMSNorm(2.5), TypeError, "num_hiddens"),
+    ],
+)
+def test_sizes_are_checked_with_the_right_error_and_zero_is_not_a_default(
+    make, error, name
+):
+    with pytest.raises(error, match=name):
         make()

@@ -45,10 +45,7 @@ def test_the_explicit_score_matrix_is_the_largest_allocation():
     assert use.largest == 2 * 300 * 300 * 4
 
 
-@pytest.mark.skipif(
-    not torch.cuda.is_available(),
-    reason="needs CUDA: the CPU path is tested above",
-)
+@pytest.mark.cuda  # the CPU path is tested above
 def test_cuda_peak():
     use = peak_memory(lambda: torch.empty(1000, 1000, device="cuda"), "cuda")
     assert use.peak >= 4_000_000

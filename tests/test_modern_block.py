@@ -33,6 +33,23 @@ def test_rmsnorm_matches_torch(dtype, tolerance, eps):
     assert (ours(X) - theirs(X)).abs().max() <= tolerance
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_rmsnorm_matches_torch_in_half_precision_with_large_inputs(dtype):
+    # |x| > 256: x**2 overflows float16, and a naive mean square is inf.
+    torch.manual_seed(0)
+    theirs = nn.RMSNorm(12, dtype=dtype)
+    ours = RMSNorm(12).to(dtype)
+    with torch.no_grad():
+        theirs.weight.copy_(torch.randn(12, dtype=dtype))
+        ours.weight.copy_(theirs.weight)
+    X = (torch.randn(3, 5, 12) * 2000).to(dtype)
+    expected = theirs(X)
+    assert expected.abs().amax() > 0.1 and torch.isfinite(expected).all()
+    got = ours(X)
+    assert got.dtype == dtype
+    assert torch.allclose(got.float(), expected.float(), atol=2e-2, rtol=1e-2)
+
+
 def test_rmsnorm_rows_have_unit_root_mean_square_and_ignore_scale():
     X = torch.randn(4, 16, dtype=F64) * 7
     Y = RMSNorm(16, eps=0.0).double()(X)
@@ -203,6 +220,9 @@ def test_pre_norm_block_options_gradcheck(norm, ffn, num_kv_heads, rotary):
         ),
         (lambda: RMSNorm(0), ValueError, "num_hiddens"),
         (lambda: RMSNorm(4, eps=-1.0), ValueError, "eps"),
+        (lambda: RMSNorm("4"), TypeError, "num_hiddens"),
+        (lambda: RMSNorm(2.5), TypeError, "num_hiddens"),
+        (lambda: RMSNorm(4, eps="0.1"), TypeError, "eps"),
     ],
 )
 def test_refuses_bad_construction(make, error, match):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
+import typing
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -65,3 +68,10 @@ def test_plot_lines_dict_legend_and_scales():
     with pytest.raises(ValueError, match="curve 0 has shape"):
         plot_lines([1, 2], [[1, 2, 3]], "x", "y")
     plt.close("all")
+
+
+@pytest.mark.parametrize("function", [show_heatmaps, plot_lines])
+def test_public_helpers_annotate_every_argument_and_the_result(function):
+    hints = typing.get_type_hints(function)  # also: every hint resolves
+    names = set(inspect.signature(function).parameters)
+    assert names | {"return"} == set(hints)

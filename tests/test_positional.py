@@ -99,6 +99,35 @@ def test_bad_input():
         LearnedPositionalEncoding(8, 0.0)([[0.0] * 8])
 
 
+@pytest.mark.parametrize(
+    "make, error, name",
+    [
+        (lambda: sinusoidal_table(-1, 8), ValueError, "max_len"),
+        (
+            lambda: PositionalEncoding(8, 0.0, max_len=-3),
+            ValueError,
+            "max_len",
+        ),
+        (lambda: PositionalEncoding(8, 1.5), ValueError, "dropout"),
+        (lambda: PositionalEncoding(8, "0.1"), TypeError, "dropout"),
+        (lambda: LearnedPositionalEncoding(8, -0.1), ValueError, "dropout"),
+        (
+            lambda: LearnedPositionalEncoding(8, 0.0, max_len=0),
+            ValueError,
+            "max_len",
+        ),
+        (
+            lambda: LearnedPositionalEncoding(8.0, 0.0),
+            TypeError,
+            "num_hiddens",
+        ),
+    ],
+)
+def test_constructors_check_their_arguments_up_front(make, error, name):
+    with pytest.raises(error, match=name):
+        make()
+
+
 def test_bad_offset():
     for module in (
         PositionalEncoding(8, 0.0, max_len=10),

@@ -57,6 +57,19 @@ def test_vocab_specials_and_single_inputs():
         encode_sentences(vocab, ENGLISH[2:3], 5)
 
 
+def test_encode_sentences_refuses_a_str_and_gives_long_lengths_when_empty():
+    vocab = bert_vocab(ENGLISH)
+    with pytest.raises(TypeError, match="sentences"):
+        encode_sentences(vocab, "the cat sleeps .", 7)  # not 15 sentences
+    tokens, segments, valid_lens = encode_sentences(vocab, [], 7)
+    assert tokens.shape == segments.shape == (0, 7)
+    assert valid_lens.shape == (0,) and valid_lens.dtype == torch.long
+    _, _, valid_lens, labels = label_dataset(vocab, [], 7, "tense")
+    assert valid_lens.dtype == labels.dtype == torch.long
+    with pytest.raises(TypeError, match="rows"):
+        label_dataset(vocab, "the cat sleeps .", 7, "tense")
+
+
 def test_second_segment_follows_the_first_with_segment_one():
     vocab = bert_vocab(ENGLISH + FRENCH)
     first, _, first_lens = encode_sentences(vocab, ENGLISH[:2], 8)

@@ -174,6 +174,31 @@ def test_attention_decoder_matches_d2l_book_decoder(num_layers):
     )
 
 
+# ----------------------------------------------------------------------------- gradients
+
+
+@pytest.mark.parametrize("num_layers", [1, 2])
+@pytest.mark.parametrize(
+    "decoder_class", [Seq2SeqDecoder, Seq2SeqAttentionDecoder]
+)
+def test_decoder_gradcheck_float64(decoder_class, num_layers):
+    """Backward through the decoder agrees with finite differences, by the encoder's outputs
+    (the attention decoder reads them all, the plain one none) and its final state."""
+    torch.manual_seed(0)
+    decoder = decoder_class(7, 3, 4, num_layers).double()
+    enc_outputs = torch.randn(3, 2, 4, dtype=torch.float64)
+    hidden = torch.randn(num_layers, 2, 4, dtype=torch.float64)
+    valid_lens = torch.tensor([3, 2])
+    tgt = torch.randint(0, 7, (2, 3))
+
+    def run(enc, h):
+        return decoder(tgt, decoder.init_state((enc, h), valid_lens))[0]
+
+    assert torch.autograd.gradcheck(
+        run, (enc_outputs.requires_grad_(), hidden.requires_grad_())
+    )
+
+
 # ----------------------------------------------------------------------------- the decoder contract
 
 

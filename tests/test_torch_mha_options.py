@@ -1,8 +1,9 @@
 """The claims of the multi-head chapter about torch.nn.MultiheadAttention's options.
 
 Peer nobody here wrote: torch.nn.MultiheadAttention with add_zero_attn, add_bias_kv and float
-masks. Ours (MultiHeadAttention with copied weights, sequence_mask) must agree with it where the
-chapter says it does, for every drawn batch, widths and lengths.
+masks. Ours (MultiHeadAttention with copied weights and valid_lens) must agree with it where the
+chapter says it does, for every drawn batch, widths and lengths. torch's masks are built here from
+index comparisons, never with our sequence_mask, so a wrong mask of ours cannot cancel out.
 """
 
 from __future__ import annotations
@@ -19,9 +20,13 @@ from course_pkg.attention import (
     transpose_output,
     transpose_qkv,
 )
-from course_pkg.masks import sequence_mask
 
 F64 = torch.float64
+
+
+def padding_mask(valid_lens: torch.Tensor, num_keys: int) -> torch.Tensor:
+    """torch's key_padding_mask (B, K): True where a key is padding."""
+    return torch.arange(num_keys) >= valid_lens[:, None]
 
 
 @st.composite
@@ -59,17 +64,28 @@ def _pair(num_hiddens, num_heads, **options):
 
 @settings(max_examples=30, deadline=None)
 @given(problems())
-def test_float_mask_equals_negated_sequence_mask(problem):
+def test_float_mask_is_the_bool_mask_and_ours(problem):
+    """torch's 0/-inf float key_padding_mask gives exactly its bool mask's outputs and weights
+    (a statement about torch that the chapter makes and relies on), and both equal ours with
+    valid_lens."""
     num_hiddens, num_heads, queries, keys, valid_lens = problem
     valid_lens = valid_lens.clamp(min=1)  # a bool mask with no key gives NaN
-    theirs, _ = _pair(num_hiddens, num_heads)
-    ignore = ~sequence_mask(valid_lens, keys.shape[1])[:, 0]  # (B, K)
+    theirs, ours = _pair(num_hiddens, num_heads)
+    ignore = padding_mask(valid_lens, keys.shape[1])  # (B, K)
     additive = torch.zeros(ignore.shape, dtype=F64).masked_fill(
         ignore, float("-inf")
     )
     out_bool, w_bool = theirs(queries, keys, keys, key_padding_mask=ignore)
     out_float, w_float = theirs(queries, keys, keys, key_padding_mask=additive)
     assert torch.equal(out_bool, out_float) and torch.equal(w_bool, w_float)
+    out_ours = ours(queries, keys, keys, valid_lens)
+    torch.testing.assert_close(out_ours, out_float)
+    torch.testing.assert_close(
+        ours.attention_weights.reshape(-1, num_heads, *w_float.shape[1:]).mean(
+            1
+        ),
+        w_float,
+    )
 
 
 @settings(max_examples=30, deadline=None)
@@ -86,7 +102,7 @@ def test_add_zero_attn_vs_ours(problem):
         queries,
         keys,
         keys,
-        key_padding_mask=~sequence_mask(valid_lens, num_keys)[:, 0],
+        key_padding_mask=padding_mask(valid_lens, num_keys),
         average_attn_weights=False,
     )
     out_ours = ours(queries, keys, keys, valid_lens)
@@ -112,7 +128,7 @@ def test_add_bias_kv_rebuilt_from_our_pieces(problem):
     num_hiddens, num_heads, queries, keys, valid_lens = problem
     theirs, ours = _pair(num_hiddens, num_heads, add_bias_kv=True)
     batch, num_keys = keys.shape[:2]
-    allowed = sequence_mask(valid_lens, num_keys)[:, 0]  # (B, K)
+    allowed = ~padding_mask(valid_lens, num_keys)  # (B, K)
     out_theirs, w_theirs = theirs(
         queries,
         keys,

@@ -36,14 +36,17 @@ def test_masked_cross_entropy_equals_torch_ignore_index(shape, seed):
     gen = torch.Generator().manual_seed(seed)
     Y_hat = torch.randn(
         batch_size, steps, vocab, generator=gen, dtype=torch.float64
-    )
+    ).requires_grad_()
     Y = torch.randint(0, vocab, (batch_size, steps), generator=gen)
     Y[0, 0] = 1  # at least one real token (pad = 0 below)
     ours = masked_cross_entropy(Y_hat, Y, pad=0)
-    theirs = F.cross_entropy(Y_hat.transpose(1, 2).float(), Y, ignore_index=0)
-    torch.testing.assert_close(
-        ours, theirs.to(ours.dtype), rtol=1e-5, atol=1e-6
-    )
+    theirs = F.cross_entropy(Y_hat.transpose(1, 2), Y, ignore_index=0)
+    # in float64 throughout, value and gradient: float32 would hide a difference below 1e-6
+    assert ours.dtype == torch.float64
+    torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
+    (our_grad,) = torch.autograd.grad(ours, Y_hat)
+    (their_grad,) = torch.autograd.grad(theirs, Y_hat)
+    torch.testing.assert_close(our_grad, their_grad, rtol=1e-12, atol=1e-12)
 
 
 def test_padding_positions_change_nothing():
@@ -230,10 +233,7 @@ def test_bf16_refused_off_cuda():
         )
 
 
-@pytest.mark.skipif(
-    not torch.cuda.is_available(),
-    reason="needs CUDA (bf16 autocast is CUDA-only)",
-)
+@pytest.mark.cuda  # bf16 autocast is CUDA-only here
 def test_bf16_on_cuda_trains():
     model = tiny_model()
     history = train_seq2seq(
@@ -253,7 +253,7 @@ def test_bf16_on_cuda_trains():
 # Not the meta device: training reads loss values, which meta tensors do not have (the modules'
 # meta forward+backward is tested in test_gru_decoders.py).
 @pytest.mark.parametrize(
-    "device", ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    "device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 )
 def test_batches_are_moved_to_the_training_device(device):
     device = torch.device(device)

@@ -686,3 +686,19 @@ def test_bad_input_is_refused_with_the_argument_named():
             tgt[:, :3],
             short(tgt[:, :3], short.init_state(enc_outputs, src_lens))[1],
         )
+
+
+def test_stacks_check_the_length_against_max_len_before_embedding():
+    torch.manual_seed(0)
+    encoder = TransformerEncoder(SRC_V, D, FFN, H, 1, 0.0, max_len=4)
+    decoder = TransformerDecoder(TGT_V, D, FFN, H, 1, 0.0, max_len=4)
+    src = torch.randint(0, SRC_V, (2, 5))
+    with pytest.raises(ValueError, match=r"X must have shape .*max_len=4"):
+        encoder(src)  # named for the caller's X, not "offset + T"
+    state = decoder.init_state(encoder(src[:, :4]), None)
+    tgt = torch.randint(0, TGT_V, (2, 3))
+    _, state = decoder(tgt, state)  # 3 positions cached
+    with pytest.raises(ValueError, match=r"X \(B, Q=2\) after the 3"):
+        decoder(tgt[:, :2], state)
+    Y, _ = decoder(tgt[:, :1], state)  # 3 + 1 = max_len still fits
+    assert Y.shape == (2, 1, TGT_V)

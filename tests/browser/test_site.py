@@ -20,7 +20,7 @@ A full-page screenshot of each page (1280x900 viewport) goes to `_build/screensh
 Environment: BOOK_HTML (built site, default `_build/html`) and BOOK_TOC (default `_toc.yml`) let a
 chapter author check a private build, e.g. `BOOK_HTML=/tmp/jb_me/_build/html
 BOOK_TOC=/tmp/me_toc.yml pytest tests/browser`. Without /usr/bin/chromium the tests skip, with the
-reason, except under CI=true where they fail.
+reason, except under CI (tests/ci.py) where they fail.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 import pytest
 import yaml
 
+from tests.ci import missing
 from tests.toc_notebooks import ROOT, toc_files
 
 CHROMIUM = pathlib.Path("/usr/bin/chromium")
@@ -57,7 +58,6 @@ CHROMIUM_ARGS = [
 ]
 VIEWPORT = {"width": 1280, "height": 900}
 TIMEOUT_MS = 20_000
-IN_CI = os.environ.get("CI", "").lower() == "true"
 
 SITE = pathlib.Path(
     os.environ.get("BOOK_HTML", ROOT / "_build" / "html")
@@ -129,11 +129,7 @@ def server(site):
 def browser():
     if not CHROMIUM.is_file():
         reason = f"chromium not installed: {CHROMIUM} is missing (run tests/browser/install_chromium.sh)"
-        if IN_CI:
-            pytest.fail(
-                reason + "; CI=true, so the browser check may not be skipped"
-            )
-        pytest.skip(reason)
+        missing(reason)
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
