@@ -28,7 +28,7 @@ from course_pkg.checks import (
     check_tensor_type,
 )
 from course_pkg.efficient_attention import GroupedQueryAttention
-from course_pkg.transformer_blocks import PositionWiseFFN
+from course_pkg.transformer_blocks import PositionWiseFFN, ffn_input_size
 
 
 class RMSNorm(nn.Module):
@@ -101,13 +101,9 @@ class SwiGLUFFN(nn.Module):
         bias: bool = False,
     ):
         super().__init__()
-        input_size = ffn_num_outputs if input_size is None else input_size
-        check_sizes(
-            ffn_num_hiddens=ffn_num_hiddens,
-            ffn_num_outputs=ffn_num_outputs,
-            input_size=input_size,
+        self.input_size = ffn_input_size(
+            ffn_num_hiddens, ffn_num_outputs, input_size
         )
-        self.input_size = input_size
         self.gate = nn.Linear(self.input_size, ffn_num_hiddens, bias=bias)
         self.up = nn.Linear(self.input_size, ffn_num_hiddens, bias=bias)
         self.down = nn.Linear(ffn_num_hiddens, ffn_num_outputs, bias=bias)

@@ -32,6 +32,24 @@ from course_pkg.attention import KVCache, MultiHeadAttention
 from course_pkg.checks import check_last_dim, check_sizes, check_stack_args
 
 
+def ffn_input_size(
+    ffn_num_hiddens: int, ffn_num_outputs: int, input_size: int | None
+) -> int:
+    """A position-wise FFN's input width (default ffn_num_outputs, as inside
+    a block), once its three widths are checked.
+
+    Raises:
+        TypeError/ValueError: if a width is not an int >= 1.
+    """
+    input_size = ffn_num_outputs if input_size is None else input_size
+    check_sizes(
+        ffn_num_hiddens=ffn_num_hiddens,
+        ffn_num_outputs=ffn_num_outputs,
+        input_size=input_size,
+    )
+    return input_size
+
+
 class PositionWiseFFN(nn.Module):
     """The same two-layer MLP at every position: dense2(ReLU(dense1(X))).
 
@@ -52,13 +70,9 @@ class PositionWiseFFN(nn.Module):
         input_size: int | None = None,
     ):
         super().__init__()
-        input_size = ffn_num_outputs if input_size is None else input_size
-        check_sizes(
-            ffn_num_hiddens=ffn_num_hiddens,
-            ffn_num_outputs=ffn_num_outputs,
-            input_size=input_size,
+        self.input_size = ffn_input_size(
+            ffn_num_hiddens, ffn_num_outputs, input_size
         )
-        self.input_size = input_size
         self.dense1 = nn.Linear(self.input_size, ffn_num_hiddens)
         self.relu = nn.ReLU()
         self.dense2 = nn.Linear(ffn_num_hiddens, ffn_num_outputs)
