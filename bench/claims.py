@@ -41,6 +41,7 @@ import concurrent.futures
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -198,6 +199,14 @@ SEED_CELL = """import dataclasses as _dataclasses
 if "SETTINGS" in globals():
     SETTINGS = _dataclasses.replace(SETTINGS, seed={seed})
 seed_everything({seed})"""
+SETTINGS_CELL = """import dataclasses as _dataclasses
+SETTINGS = _dataclasses.replace(SETTINGS, seed={seed})"""
+# "SETTINGS = ...", "from x import SETTINGS" or a line "    SETTINGS," of an
+# import in parentheses.
+REBINDS_SETTINGS = re.compile(
+    r"^\s*SETTINGS\s*=[^=]|^from \S+ import .*\bSETTINGS\b|^\s+SETTINGS,?$",
+    re.MULTILINE,
+)
 
 
 def run_one(notebook: str, seed: int) -> dict[str, float]:
@@ -212,6 +221,15 @@ def run_one(notebook: str, seed: int) -> dict[str, float]:
     first_code = next(
         i for i, c in enumerate(nb.cells) if c.cell_type == "code"
     )
+    # A cell that imports or assigns SETTINGS after the first one would undo
+    # the seed: the seed goes into SETTINGS again after each such cell.
+    for i in reversed(range(first_code + 1, len(nb.cells))):
+        cell = nb.cells[i]
+        if cell.cell_type == "code" and REBINDS_SETTINGS.search(cell.source):
+            nb.cells.insert(
+                i + 1,
+                nbformat.v4.new_code_cell(SETTINGS_CELL.format(seed=seed)),
+            )
     nb.cells.insert(
         first_code + 1, nbformat.v4.new_code_cell(SEED_CELL.format(seed=seed))
     )
