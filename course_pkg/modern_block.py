@@ -59,20 +59,18 @@ class RMSNorm(nn.Module):
     def forward(self, X: torch.Tensor) -> torch.Tensor:
         """X (..., D) -> (..., D), every row scaled to root-mean-square 1,
         then by weight. A float16/bfloat16 X is normalised in float32 and
-        cast back, as ``torch.nn.RMSNorm`` does: its square overflows
-        float16 once |x| > 256.
+        cast back, as ``torch.nn.RMSNorm`` does: the square of an entry
+        above 256 overflows float16.
 
         Raises TypeError/ValueError if X is not a tensor of last width D.
         """
         _check_width(X, self.num_hiddens)
         eps = torch.finfo(X.dtype).eps if self.eps is None else self.eps
-        if X.dtype in (torch.float16, torch.bfloat16):
-            wide = X.float()
-            mean_square = wide.pow(2).mean(-1, keepdim=True)  # (..., 1)
-            normed = wide * torch.rsqrt(mean_square + eps)
-            return normed.to(X.dtype) * self.weight
-        mean_square = X.pow(2).mean(-1, keepdim=True)  # (..., 1)
-        return X * torch.rsqrt(mean_square + eps) * self.weight
+        half = X.dtype in (torch.float16, torch.bfloat16)
+        wide = X.float() if half else X
+        mean_square = wide.pow(2).mean(-1, keepdim=True)  # (..., 1)
+        normed = wide * torch.rsqrt(mean_square + eps)
+        return normed.to(X.dtype) * self.weight
 
 
 class SwiGLUFFN(nn.Module):
