@@ -332,15 +332,30 @@ class BERTClassifier(nn.Module):
         """tokens, segments (B, T), valid_lens None or (B,) -> (B, C)."""
         encoded = self.encoder(tokens, segments, valid_lens)  # (B, T, D)
         if self.pooling == "mean":
-            positions = torch.arange(tokens.shape[1], device=tokens.device)
             if valid_lens is None:
                 valid_lens = torch.full_like(tokens[:, 0], tokens.shape[1])
-            valid_lens = valid_lens.to(tokens.device)  # may be on the CPU
-            real = (positions[None] < valid_lens[:, None]).to(encoded.dtype)
-            total = (encoded * real[..., None]).sum(dim=1, keepdim=True)
-            # (B, 1, D); clamp: an empty row gives zeros, not NaN
-            encoded = total / real.sum(dim=1).clamp(min=1)[:, None, None]
+            encoded = mean_over_valid(encoded, valid_lens)[
+                :, None
+            ]  # (B, 1, D)
         return self.classifier(encoded)
+
+
+def mean_over_valid(
+    encoded: torch.Tensor, valid_lens: torch.Tensor
+) -> torch.Tensor:
+    """The mean of each row's vectors over its first valid_lens positions.
+
+    Args:
+        encoded: (B, T, D). valid_lens: (B,), on any device.
+    Returns:
+        (B, D) in encoded's dtype; zeros for a row with no valid position.
+    """
+    positions = torch.arange(encoded.shape[1], device=encoded.device)
+    valid_lens = valid_lens.to(encoded.device)  # may be on the CPU
+    real = (positions[None] < valid_lens[:, None]).to(encoded.dtype)  # (B, T)
+    total = (encoded * real[..., None]).sum(dim=1)  # (B, D)
+    # clamp: an empty row gives zeros, not NaN
+    return total / real.sum(dim=1).clamp(min=1)[:, None]
 
 
 # ------------------------------------------------------------ input checks

@@ -18,7 +18,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from course_pkg.bert import BERTClassifier, BERTEncoder, BERTModel
+from course_pkg.bert import (
+    BERTClassifier,
+    BERTEncoder,
+    BERTModel,
+    mean_over_valid,
+)
 from course_pkg.bert_data import (
     TASKS,
     add_second_segment,
@@ -193,9 +198,7 @@ def mean_outputs(
     valid_lens = valid_lens.to(device)
     encoder.eval()
     encoded = encoder(tokens, segments, valid_lens).double()  # (N, T, D)
-    positions = torch.arange(tokens.shape[1], device=device)
-    real = (positions[None] < valid_lens[:, None]).double()  # (N, T)
-    return (encoded * real[..., None]).sum(dim=1) / real.sum(dim=1)[:, None]
+    return mean_over_valid(encoded, valid_lens)
 
 
 def linear_probe(
