@@ -8,8 +8,14 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export PYTHONHASHSEED := 0
+# One thread per process. make test runs two checks at once on a 2-core machine; a process that
+# starts one thread per core next to another busy one makes PyTorch's threads wait on each other.
+# Measured here, next to the native nbval pass: the unit tests took 554 s on the default two
+# threads, 82 s on one. (The notebooks set one thread themselves.)
+export OMP_NUM_THREADS ?= 1
 
-.PHONY: install book test lint unit notebooks notebooks-portable build-book browser clean
+.PHONY: install book test lint unit notebooks notebooks-portable notebooks-portable-1 \
+	notebooks-portable-2 build-book browser clean
 
 install: $(STAMP)
 
@@ -45,15 +51,22 @@ unit: install
 	    $(BIN)/python -m pytest tests -q -m "not cuda"; \
 	fi
 
+# NB_PART: empty for every notebook of _toc.yml, or "--part 1" / "--part 2" (tests/toc_notebooks.py).
+NB_PART ?=
 notebooks: install
 	$(BIN)/python -m pytest -q --nbval --nbval-current-env \
 	    --nbval-sanitize-with tests/nbval_sanitize.cfg -p tests.conftest \
-	    $$($(BIN)/python tests/toc_notebooks.py)
+	    $$($(BIN)/python tests/toc_notebooks.py $(NB_PART))
 
 # The same notebooks on PyTorch's plainest CPU path (the kernel inherits the environment): the
-# stored outputs must not depend on the SIMD instructions of the CPU that wrote them.
+# stored outputs must not depend on the SIMD instructions of the CPU that wrote them. make test
+# runs it in two parts (the longest notebooks, the others), one in each parallel slot.
+PORTABLE := ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE
 notebooks-portable: install
-	ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE $(MAKE) --no-print-directory notebooks
+	$(PORTABLE) $(MAKE) --no-print-directory notebooks
+
+notebooks-portable-1 notebooks-portable-2: install
+	$(PORTABLE) $(MAKE) --no-print-directory notebooks NB_PART="--part $(lastword $(subst -, ,$@))"
 
 build-book: install
 	rm -rf _build/html _build/.doctrees
@@ -63,12 +76,13 @@ browser: build-book
 	bash tests/browser/install_chromium.sh
 	$(BIN)/python -m pytest -q tests/browser
 
-# The notebooks run on one thread each (they set it), so on a 2-core machine the checks run two
-# at a time, the longest first: the portable pass takes one slot throughout, while the native
-# pass, the unit tests and the book build with its browser check follow one another in the
-# other. Each target's output is printed when it ends.
+# Every check runs on one thread, so on a 2-core machine they run two at a time, in this order
+# as slots free up: the longest notebooks on the portable path; the native pass; the other
+# notebooks on the portable path; the unit tests; the book build with its browser check. The two
+# slots then end at about the same time. Each target's output is printed when it ends.
 test: lint
-	$(MAKE) --no-print-directory -j2 --output-sync=target notebooks-portable notebooks unit browser
+	$(MAKE) --no-print-directory -j2 --output-sync=target \
+	    notebooks-portable-1 notebooks notebooks-portable-2 unit browser
 
 clean:
 	rm -rf _build $(VENV)

@@ -6,9 +6,10 @@ import importlib.util
 import pathlib
 from types import SimpleNamespace
 
+import pytest
 import yaml
 
-from tests.toc_notebooks import toc_files, toc_notebooks
+from tests.toc_notebooks import LONGEST, toc_files, toc_notebooks, toc_part
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -67,3 +68,18 @@ def test_every_chapter_notebook_is_in_the_toc():
         f"not in _toc.yml, so neither built nor tested: {sorted(notebooks - listed)}"
     )
     assert toc_notebooks(), "nbval would have nothing to run"
+
+
+def test_the_two_parts_of_the_portable_pass_are_every_notebook_once():
+    first, second = toc_part(1), toc_part(2)
+    assert not set(first) & set(second)
+    assert sorted(first + second) == sorted(toc_notebooks())
+    # a renamed notebook would silently move to part 2
+    assert [p.relative_to(ROOT).with_suffix("").as_posix() for p in first] == [
+        name
+        for name in toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text()))
+        if name in LONGEST
+    ]
+    assert len(first) == len(LONGEST)
+    with pytest.raises(ValueError, match="part"):
+        toc_part(3)
