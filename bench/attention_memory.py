@@ -43,6 +43,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 
 import torch
@@ -55,6 +56,11 @@ from course_pkg.memory import peak_memory
 from course_pkg.scoring import DotProductAttention
 
 from _common import device_of, parser, verdict
+
+# The profiler's C++ layer (Kineto) writes a profiler_start/profiler_stop line to stderr for
+# every profiled call, dozens here. Level 6 silences it; Kineto reads the level once, at the
+# first profiled call, so it is set before any (an explicit KINETO_LOG_LEVEL is kept).
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
 PEER = "explicit"
 MEMORY_TARGET_T, MEMORY_TARGET = 4096, 0.1
