@@ -12,6 +12,7 @@ Usage:
     python bench/seq2seq.py                     # device from course_pkg.device.get_device()
     python bench/seq2seq.py --device cpu --threads 1
     python bench/seq2seq.py --epochs 2          # quicker, lower BLEU
+    python bench/seq2seq.py --epochs 1 --limit 256   # a seconds-long check that it runs
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ def main() -> None:
     options.add_argument(
         "--bf16", action="store_true", help="bfloat16 autocast (CUDA only)"
     )
+    options.add_argument(
+        "--limit",
+        type=int,
+        help="keep the first N pairs of each split (default: all)",
+    )
     args = options.parse_args()
     device = device_of(args)
     settings = dataclasses.replace(SETTINGS, num_epochs=args.epochs)
@@ -47,6 +53,10 @@ def main() -> None:
     print(f"settings {settings.as_dict()}")
 
     splits = english_french_corpus(seed=settings.seed)
+    if args.limit is not None:
+        if args.limit < 1:
+            options.error(f"--limit must be >= 1, got {args.limit}")
+        splits = tuple(split[: args.limit] for split in splits)
 
     def loaders():
         return translation_dataloaders(

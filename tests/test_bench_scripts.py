@@ -1,0 +1,108 @@
+"""The benchmark scripts run: each one, at a toy size, exits 0 and prints its tables.
+
+The scripts check their own paths before timing anything (ours against torch's
+attention, Transformer and cached decoding; blockwise against sdpa), and raise
+if they disagree, so exit status 0 here also means those checks passed at the
+toy sizes. What these tests never look at is a time or a ratio of times: the
+verdict lines are required to be printed, not to say "meets".
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# script -> (toy-size arguments, lines its output must contain)
+RUNS = {
+    "attention.py": (
+        "--device cpu --threads 1 --batch 2 --dim 32 --heads 4"
+        " --lengths 8 16 --warmup 1 --repeats 1",
+        ["forward (eval, no_grad)", "ours fused / torch MHA", "T=16:"],
+    ),
+    "attention_memory.py": (
+        "--device cpu --threads 1 --lengths 64 128 --block-size 32"
+        " --warmup 1 --repeats 1",
+        ["peak memory above the inputs", "largest difference from sdpa"],
+    ),
+    "transformer.py": (
+        "--device cpu --threads 1 --batch 2 --steps 4 --vocab 50 --dim 32"
+        " --ffn 64 --heads 4 --blocks 1 --decode-batch 2 --decode-repeats 1"
+        " --warmup 1 --repeats 1 --decode-lengths 4 8",
+        ["ours fused / torch =", "uncached/cached"],
+    ),
+    "seq2seq.py": (
+        "--device cpu --threads 1 --epochs 1 --limit 128",
+        ["pairs train/val/test 128/128/128", "Bahdanau / GRU seq2seq"],
+    ),
+    "ddp.py": (
+        "--device cpu --batch 8 --steps 2 --warmup 1 --num-pairs 64",
+        ["2 processes / 1: tokens/s", "cost model:"],
+    ),
+}
+
+
+@functools.cache
+def run_script(name: str, arguments: str) -> subprocess.CompletedProcess:
+    """Run bench/<name> as a user would, from the repository root (once)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run(
+        [sys.executable, str(ROOT / "bench" / name), *arguments.split()],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_every_script_is_run_here():
+    scripts = {
+        path.name
+        for path in (ROOT / "bench").glob("*.py")
+        if not path.name.startswith("_")
+    }
+    # The claims scripts run the chapters' notebooks over seeds and CPU
+    # paths (an hour); the notebooks themselves are run by make test.
+    assert scripts - {"claims.py", "claims_bert.py", "claims_gpt.py"} == set(
+        RUNS
+    )
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_script_runs_at_a_toy_size(name):
+    arguments, expected = RUNS[name]
+    result = run_script(name, arguments)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for line in expected:
+        assert line in result.stdout, (line, result.stdout[-3000:])
+
+
+def test_attention_memory_agrees_with_sdpa_and_keeps_stderr_quiet():
+    arguments, _ = RUNS["attention_memory.py"]
+    result = run_script("attention_memory.py", arguments)
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = re.search(
+        r"largest difference from sdpa over all T and paths: (\S+)",
+        result.stdout,
+    )
+    assert found is not None and float(found.group(1)) < 1e-5
+    # The explicit path's largest allocation is the (B*H, T, T) float32
+    # weights: 1 * 4 * 128 * 128 * 4 bytes = 0.25 MiB at T = 128.
+    row = re.search(r"^\s+128\s+(\S+)\s+(\S+)\s+(\S+)$", result.stdout, re.M)
+    assert row is not None and float(row.group(1)) == 0.25
+    # Kineto's profiler_start/profiler_stop lines are silenced by the script.
+    assert "profiler_start" not in result.stderr
+
+
+def test_seq2seq_refuses_a_limit_below_one():
+    result = run_script("seq2seq.py", "--device cpu --limit 0")
+    assert result.returncode == 2
+    assert "--limit must be >= 1, got 0" in result.stderr
