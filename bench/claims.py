@@ -731,6 +731,38 @@ def rule(bound: Bound, values: list[float], chance: float | None) -> dict:
     return row
 
 
+def cpu_name() -> str:
+    """The CPU's model name (Linux), or what platform knows of it."""
+    import platform
+
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def table_header(args: argparse.Namespace) -> str:
+    import datetime
+
+    import torch
+
+    return (
+        "# Floors of the chapters' training claims\n\n"
+        f"Written by `bench/claims.py` on {datetime.date.today()}: CPU {cpu_name()} "
+        f"({os.cpu_count()} cores; PyTorch {torch.__version__}, CPU path "
+        f"{torch.backends.cpu.get_cpu_capability()}), seeds {args.seeds[0]}-"
+        f"{args.seeds[-1]} ({len(args.seeds)} seeds), CPU paths "
+        f'{", ".join(args.paths)}. The rule (README, "Floors"): a floor at or '
+        "below min - 3 std (a ceiling at or above max + 3 std), never past the "
+        "midpoint between the mean and chance where chance is defined, and a "
+        "limit on the claim's side of 0 (or 1) for an ordering; otherwise the "
+        "claim has no margin and changes.\n"
+    )
+
+
 def _has(bound: Bound, run: dict[str, float]) -> bool:
     try:
         bound.value(run)
@@ -912,9 +944,21 @@ def main() -> None:
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         todo = [run for run in runs if run not in values]
         futures = {pool.submit(run_in_subprocess, *run): run for run in todo}
+        failed = []
         for future in concurrent.futures.as_completed(futures):
             run = futures[future]
-            values[run] = future.result()
+            try:
+                values[run] = future.result()
+            except subprocess.CalledProcessError as error:
+                # one failed run must not stop (or silently empty) the sweep
+                failed.append(run)
+                print(
+                    f"FAILED: {run[0]} seed {run[1]} {run[2]}:\n"
+                    + error.stderr[-2000:],
+                    file=sys.stderr,
+                    flush=True,
+                )
+                continue
             print(
                 f"done: {run[0]} seed {run[1]} {run[2]}",
                 file=sys.stderr,
@@ -926,6 +970,8 @@ def main() -> None:
                         json.dumps({"run": list(run), "claims": values[run]})
                         + "\n"
                     )
+    if failed:
+        sys.exit(f"{len(failed)} runs failed (above); the others are cached")
     if args.raw:
         columns = [(seed, path) for seed in args.seeds for path in args.paths]
         for notebook in args.chapters:
@@ -950,7 +996,7 @@ def main() -> None:
     table = claims_table(values, args.chapters, args.seeds, args.paths)
     print(table)
     if args.table:
-        pathlib.Path(args.table).write_text(table)
+        pathlib.Path(args.table).write_text(table_header(args) + table)
 
 
 if __name__ == "__main__":
