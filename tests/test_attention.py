@@ -195,7 +195,7 @@ def test_explicit_dot_product_attention_matches_torch_sdpa(causal):
         q, k, v, attn_mask=_torch_mask(valid_lens, 4, 5, causal)
     )
     assert ours.shape == (3, 4, 6)
-    assert torch.allclose(ours, theirs, atol=1e-6)
+    assert torch.allclose(ours, theirs, rtol=0, atol=1e-12)
     assert attention.attention_weights is not None
 
 
@@ -375,10 +375,10 @@ def test_multihead_matches_torch_multiheadattention(bias, need_weights):
         average_attn_weights=False,
     )
     got = ours(q, kv, kv, valid_lens, need_weights=need_weights)
-    assert torch.allclose(got, expected, atol=1e-6)
+    assert torch.allclose(got, expected, rtol=0, atol=1e-12)
     if need_weights:
         assert torch.allclose(
-            ours.attention_weights, expected_weights, atol=1e-6
+            ours.attention_weights, expected_weights, rtol=0, atol=1e-12
         )
     # Causal self-attention against torch's attn_mask (True = not allowed).
     future = torch.ones(4, 4, dtype=torch.bool).triu(
@@ -388,7 +388,8 @@ def test_multihead_matches_torch_multiheadattention(bias, need_weights):
     assert torch.allclose(
         ours(q, q, q, causal=True, need_weights=need_weights),
         expected_causal,
-        atol=1e-6,
+        rtol=0,
+        atol=1e-12,
     )
 
 

@@ -363,6 +363,7 @@ def test_gqa_matches_sdpa_enable_gqa(num_kv_heads, causal):
     assert gqa.attention_weights.shape == (3, 8, 7, 9)
 
 
+@pytest.mark.usefixtures("float64")
 @pytest.mark.parametrize("causal", [False, True])
 def test_gqa_with_as_many_kv_heads_is_the_courses_multihead_attention(causal):
     torch.manual_seed(0)
@@ -373,8 +374,9 @@ def test_gqa_with_as_many_kv_heads_is_the_courses_multihead_attention(causal):
     valid_lens = torch.tensor([[6, 0, 2, 5, 1], [3, 3, 6, 4, 2]])
     ours = gqa(queries, keys, keys, valid_lens, causal=causal)
     theirs = mha(queries, keys, keys, valid_lens, causal=causal)
-    assert (ours - theirs).abs().max() <= 1e-6
-    assert (gqa.attention_weights - mha.attention_weights).abs().max() <= 1e-6
+    assert ours.dtype == torch.float64
+    assert (ours - theirs).abs().max() <= 1e-12
+    assert (gqa.attention_weights - mha.attention_weights).abs().max() <= 1e-12
 
 
 def test_gqa_kv_cache_shrinks_by_heads_over_kv_heads():

@@ -40,15 +40,13 @@ V, D, FFN, H, N = 13, 16, 24, 4, 2
 def make_model(
     positional: str = "sinusoidal",
     seed: int = 0,
-    dtype=torch.float32,
+    dtype: torch.dtype | None = None,
     max_len: int = 40,
 ) -> GPT:
+    """In torch's default dtype unless ``dtype`` is given."""
     torch.manual_seed(seed)
-    return (
-        GPT(V, D, FFN, H, N, 0.0, max_len, positional=positional)
-        .to(dtype)
-        .eval()
-    )
+    model = GPT(V, D, FFN, H, N, 0.0, max_len, positional=positional)
+    return (model if dtype is None else model.to(dtype)).eval()
 
 
 def tokens(seed: int = 1, B: int = 3, T: int = 9) -> torch.Tensor:
@@ -72,6 +70,7 @@ def test_shapes_attention_weights_and_cache():
     torch.testing.assert_close(model(X), scores)
 
 
+@pytest.mark.usefixtures("float64")
 @pytest.mark.parametrize("positional", ["sinusoidal", "learned", "none"])
 @settings(max_examples=25)
 @given(
@@ -99,13 +98,14 @@ def test_changing_later_tokens_never_changes_earlier_scores(
         before = model(X, need_weights=need_weights)
         after = model(changed, need_weights=need_weights)
     torch.testing.assert_close(
-        after[:, :position], before[:, :position], atol=1e-6, rtol=0
+        after[:, :position], before[:, :position], atol=1e-12, rtol=0
     )
     assert (after[:, position] - before[:, position]).abs().amax(
         dim=-1
     ).min() > 0
 
 
+@pytest.mark.usefixtures("float64")
 @pytest.mark.parametrize("chunks", [[9], [1] * 9, [4, 1, 3, 1], [2, 7]])
 @pytest.mark.parametrize("need_weights", [True, False])
 def test_feeding_chunks_with_the_cache_equals_one_call(chunks, need_weights):
@@ -123,10 +123,11 @@ def test_feeding_chunks_with_the_cache_equals_one_call(chunks, need_weights):
             cache, start = new_cache, start + size
             parts.append(part)
     torch.testing.assert_close(
-        torch.cat(parts, dim=1), whole, atol=1e-5, rtol=1e-5
+        torch.cat(parts, dim=1), whole, atol=1e-12, rtol=0
     )
 
 
+@pytest.mark.usefixtures("float64")
 def test_positional_options():
     X = tokens()
     with pytest.raises(ValueError, match="positional"):
@@ -138,7 +139,7 @@ def test_positional_options():
     torch.manual_seed(0)
     one_block = GPT(V, D, FFN, H, 1, 0.0, positional="none").eval()
     torch.testing.assert_close(
-        one_block(shuffled)[:, -1], one_block(X)[:, -1], atol=1e-5, rtol=1e-5
+        one_block(shuffled)[:, -1], one_block(X)[:, -1], atol=1e-12, rtol=0
     )
     for model in (make_model("none"), make_model("sinusoidal")):
         assert not torch.allclose(
@@ -152,6 +153,7 @@ def test_positional_options():
 # ----------------------------------------------------------------------------- parity of the reused blocks
 
 
+@pytest.mark.usefixtures("float64")
 def test_block_at_the_last_position_is_the_encoder_block_on_the_prefix():
     """A GPT block is an encoder block that sees only the prefix: at position i its output equals
     the (non-causal) encoder block's output at the last position of X[:, :i + 1]."""
@@ -162,7 +164,7 @@ def test_block_at_the_last_position_is_the_encoder_block_on_the_prefix():
     for i in range(6):
         prefix = TransformerEncoderBlock.forward(block, X[:, : i + 1])
         torch.testing.assert_close(
-            causal[:, i], prefix[:, -1], atol=1e-5, rtol=1e-5
+            causal[:, i], prefix[:, -1], atol=1e-12, rtol=0
         )
 
 
