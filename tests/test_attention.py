@@ -199,10 +199,20 @@ def test_explicit_dot_product_attention_matches_torch_sdpa(causal):
     assert attention.attention_weights is not None
 
 
-def test_fused_path_equals_explicit_path_float32():
+# TODO-MEASURED fused
+FUSED_FLOAT32_BOUND = 5e-6
+
+
+def fused_and_explicit(dtype=torch.float32, lens_shift=0):
+    """[(explicit, fused)] over lengths none / per example / per query, causal or not; the
+    inputs are drawn in float32 and cast, so every dtype computes the same numbers.
+    ``lens_shift`` != 0 is a deliberate bug for the fused path (its lengths moved)."""
     torch.manual_seed(1)
-    q, k, v = randn(4, 7, 16), randn(4, 9, 16), randn(4, 9, 5)
+    q, k, v = (
+        t.to(dtype) for t in (randn(4, 7, 16), randn(4, 9, 16), randn(4, 9, 5))
+    )
     attention = DotProductAttention(0.3).eval()
+    pairs = []
     for valid_lens in (
         None,
         torch.tensor([9, 0, 4, 1]),
@@ -212,14 +222,21 @@ def test_fused_path_equals_explicit_path_float32():
             explicit = attention(
                 q, k, v, valid_lens, causal=causal, need_weights=True
             )
+            fused_lens = valid_lens
+            if lens_shift and valid_lens is not None:
+                fused_lens = (valid_lens + lens_shift).clamp(0, 9)
             fused = attention(
-                q, k, v, valid_lens, causal=causal, need_weights=False
+                q, k, v, fused_lens, causal=causal, need_weights=False
             )
-            assert torch.isfinite(fused).all()
-            assert torch.allclose(explicit, fused, atol=1e-5), (
-                valid_lens,
-                causal,
-            )
+            pairs.append((explicit, fused))
+    return pairs
+
+
+@pytest.mark.numerics
+def test_fused_path_equals_explicit_path_float32():
+    for explicit, fused in fused_and_explicit():
+        assert torch.isfinite(fused).all()
+        assert (explicit - fused).abs().max() <= FUSED_FLOAT32_BOUND
 
 
 @pytest.mark.parametrize("need_weights", [True, False])

@@ -402,8 +402,8 @@ def torch_reference(dtype: torch.dtype) -> nn.Transformer:
     """
     torch.manual_seed(7)
     reference = nn.Transformer(
-        D, H, N, N, FFN, dropout=0.0, batch_first=True
-    ).to(dtype)
+        D, H, N, N, FFN, dropout=0.0, batch_first=True, dtype=torch.float32
+    )
     reference.encoder.norm = None
     reference.decoder.norm = None
     with torch.no_grad():  # non-default norms, so a copying mistake cannot hide behind weight 1, bias 0
@@ -411,7 +411,8 @@ def torch_reference(dtype: torch.dtype) -> nn.Transformer:
             if isinstance(module, nn.LayerNorm):
                 module.weight.uniform_(0.5, 1.5)
                 module.bias.uniform_(-0.5, 0.5)
-    return reference.train()
+    # drawn in float32 and cast: every dtype gets the same weights
+    return reference.to(dtype).train()
 
 
 def model_and_reference(
@@ -463,11 +464,13 @@ def reference_output(model, Y):
     return F.linear(Y, model.decoder.dense.weight, model.decoder.dense.bias)
 
 
-def reference_scores(model, reference, src, tgt, src_lens, tgt_lens):
-    """torch's full model between the reference input and output layers: (B, t, V)."""
-    src_padding, tgt_padding, causal = torch_masks(
-        src, tgt, src_lens, tgt_lens
-    )
+def reference_scores(
+    model, reference, src, tgt, src_lens, tgt_lens, causal=None
+):
+    """torch's full model between the reference input and output layers: (B, t, V).
+    ``causal``: torch's target mask, the usual one if None."""
+    src_padding, tgt_padding, usual = torch_masks(src, tgt, src_lens, tgt_lens)
+    causal = usual if causal is None else causal
     src_in, tgt_in = reference_inputs(model, src, tgt)
     out = reference(
         src_in,
@@ -480,31 +483,36 @@ def reference_scores(model, reference, src, tgt, src_lens, tgt_lens):
     return reference_output(model, out)
 
 
-TOLERANCES = [(torch.float32, 1e-5), (F64, 1e-10)]
+# TODO-MEASURED transformer
+STACKS_FLOAT32_BOUND = 5e-5
+TOLERANCES = [
+    pytest.param(
+        torch.float32, STACKS_FLOAT32_BOUND, marks=pytest.mark.numerics
+    ),
+    (F64, 1e-12),
+]
 
 
-@pytest.mark.parametrize("dtype, tol", TOLERANCES)
-def test_stacks_and_model_match_torch_nn_transformer(dtype, tol):
-    """Encoder stack, decoder stack and the full model, with padding in source and target.
-
-    Our valid lens stand for torch's src_key_padding_mask, tgt_key_padding_mask and
-    memory_key_padding_mask; our causal self-attention for its tgt_mask. For the full model,
-    torch's stacks get an input and output layer built from torch's and d2l's functions on our
-    (copied) weights: see reference_inputs and reference_output.
-    """
+def stacks_and_torch(dtype, future=0):
+    """[(what, ours, torch's)]: encoder stack, decoder stack fed torch's memory, full model on
+    both attention paths, with padding in source and target. ``future`` > 0: a deliberate bug,
+    torch's target mask lets each position see that many later ones."""
     model, reference = model_and_reference(dtype)
     src, tgt, src_lens, tgt_lens = batch()
     src_padding, tgt_padding, causal = torch_masks(
         src, tgt, src_lens, tgt_lens
     )
+    if future:
+        causal = torch.ones_like(causal).triu(diagonal=1 + future)
     src_in, tgt_in = reference_inputs(model, src, tgt)
+    pairs = []
 
     # Encoder stack.
     memory = reference.encoder(src_in, src_key_padding_mask=src_padding)
     X = src_in
     for blk in model.encoder.blks:
         X = blk(X, src_lens)
-    torch.testing.assert_close(X, memory, atol=tol, rtol=tol)
+    pairs.append(("encoder stack", X, memory))
 
     # Decoder stack, fed torch's memory.
     expected = reference.decoder(
@@ -518,11 +526,11 @@ def test_stacks_and_model_match_torch_nn_transformer(dtype, tol):
     Y = tgt_in
     for blk in model.decoder.blks:
         Y, state = blk(Y, state, tgt_valid_lens=tgt_lens)
-    torch.testing.assert_close(Y, expected, atol=tol, rtol=tol)
+    pairs.append(("decoder stack", Y, expected))
 
     # Full model, both attention paths.
     full_expected = reference_scores(
-        model, reference, src, tgt, src_lens, tgt_lens
+        model, reference, src, tgt, src_lens, tgt_lens, causal
     )
     for need_weights in (True, False):
         got = model(
@@ -532,7 +540,24 @@ def test_stacks_and_model_match_torch_nn_transformer(dtype, tol):
             tgt_valid_lens=tgt_lens,
             need_weights=need_weights,
         )
-        torch.testing.assert_close(got, full_expected, atol=tol, rtol=tol)
+        pairs.append(
+            (f"model, need_weights={need_weights}", got, full_expected)
+        )
+    return pairs
+
+
+@pytest.mark.parametrize("dtype, tol", TOLERANCES)
+def test_stacks_and_model_match_torch_nn_transformer(dtype, tol):
+    """Encoder stack, decoder stack and the full model, with padding in source and target.
+
+    Our valid lens stand for torch's src_key_padding_mask, tgt_key_padding_mask and
+    memory_key_padding_mask; our causal self-attention for its tgt_mask. For the full model,
+    torch's stacks get an input and output layer built from torch's and d2l's functions on our
+    (copied) weights: see reference_inputs and reference_output.
+    """
+    for what, ours, theirs in stacks_and_torch(dtype):
+        assert ours.dtype == dtype
+        assert (ours - theirs).abs().max() <= tol, what
 
 
 def test_model_matches_torch_when_fed_one_token_at_a_time():
