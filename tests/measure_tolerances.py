@@ -52,8 +52,12 @@ def _record(pairs32, pairs64, wrong32) -> dict:
     """pairs: [(a, b)]; wrong32: [(a, wrong b)] in float32."""
     return {
         "diff": _max(pairs32),
-        "err a": _max([(a32, a64) for (a32, _), (a64, _) in zip(pairs32, pairs64)]),
-        "err b": _max([(b32, b64) for (_, b32), (_, b64) in zip(pairs32, pairs64)]),
+        "err a": _max(
+            [(a32, a64) for (a32, _), (a64, _) in zip(pairs32, pairs64)]
+        ),
+        "err b": _max(
+            [(b32, b64) for (_, b32), (_, b64) in zip(pairs32, pairs64)]
+        ),
         "f64": _max(pairs64),
         "bug": min(_max([pair]) for pair in wrong32),
     }
@@ -91,9 +95,13 @@ def _blockwise_vs_sdpa(F32, F64):
         [blockwise_and_sdpa(*c, F64) for c in cases],
         # blockwise never sees the last key
         [
-            (blockwise_and_sdpa(*c, F32)[1], blockwise_and_sdpa(*c, F32, drop_last=True)[0])
+            (
+                blockwise_and_sdpa(*c, F32)[1],
+                blockwise_and_sdpa(*c, F32, drop_last=True)[0],
+            )
             for c in cases
-            if c[2] == "none"  # with lengths the last key is often padding anyway
+            if c[2]
+            == "none"  # with lengths the last key is often padding anyway
         ],
     )
 
@@ -105,7 +113,12 @@ def _gpt_vs_torch(F32, F64):
         gpt_and_torch_encoder(F32),
         gpt_and_torch_encoder(F64),
         # torch's mask lets each position see the next one
-        [(a, w) for (a, _), (_, w) in zip(gpt_and_torch_encoder(F32), gpt_and_torch_encoder(F32, 1))],
+        [
+            (a, w)
+            for (a, _), (_, w) in zip(
+                gpt_and_torch_encoder(F32), gpt_and_torch_encoder(F32, 1)
+            )
+        ],
     )
 
 
@@ -118,7 +131,10 @@ def _transformer_vs_torch(F32, F64):
         good,
         drop(stacks_and_torch(F64)),
         # torch's target mask lets each position see the next one (the encoder stack is left out)
-        [(a, w) for (a, _), (_, w) in zip(good, drop(stacks_and_torch(F32, 1)))][1:],
+        [
+            (a, w)
+            for (a, _), (_, w) in zip(good, drop(stacks_and_torch(F32, 1)))
+        ][1:],
     )
 
 
@@ -150,7 +166,8 @@ def _positional_rotation(F32, F64):
 
     def sides(table, shift):
         freqs = 1 / torch.pow(
-            torch.tensor(10000.0, dtype=F64), torch.arange(0, D, 2, dtype=F64) / D
+            torch.tensor(10000.0, dtype=F64),
+            torch.arange(0, D, 2, dtype=F64) / D,
         )
         pairs = []
         for j, w in enumerate(freqs):
@@ -166,8 +183,11 @@ def _positional_rotation(F32, F64):
         torch.tensor(10000.0, dtype=F64), torch.arange(0, D, 2, dtype=F64) / D
     )
     table64 = torch.stack([angles.sin(), angles.cos()], dim=-1).reshape(60, D)
+
     def joined(pairs):  # every frequency in one pair
-        return [tuple(torch.cat([p[i].flatten() for p in pairs]) for i in (0, 1))]
+        return [
+            tuple(torch.cat([p[i].flatten() for p in pairs]) for i in (0, 1))
+        ]
 
     good = joined(sides(table32, delta))
     wrong = joined(sides(table32, delta + 1))
@@ -187,9 +207,12 @@ def _positional_vs_d2l(F32, F64):
     theirs = d2l.PositionalEncoding(32, 0.0, max_len=200).P
     positions = torch.arange(200, dtype=F64)[:, None]
     angles = positions / torch.pow(
-        torch.tensor(10000.0, dtype=F64), torch.arange(0, 32, 2, dtype=F64) / 32
+        torch.tensor(10000.0, dtype=F64),
+        torch.arange(0, 32, 2, dtype=F64) / 32,
     )
-    exact = torch.stack([angles.sin(), angles.cos()], dim=-1).reshape(1, 200, 32)
+    exact = torch.stack([angles.sin(), angles.cos()], dim=-1).reshape(
+        1, 200, 32
+    )
     return _record(
         [(ours, theirs)],
         [(exact, exact)],
@@ -219,7 +242,10 @@ def _distributed_sgd(F32, F64):
             saved = torch.load(save, weights_only=True)
         one = reference["model"].state_dict()
         return {
-            "losses": {"one": reference["step_loss"], **{s: saved[s]["step_loss"] for s in ("hand", "ddp")}},
+            "losses": {
+                "one": reference["step_loss"],
+                **{s: saved[s]["step_loss"] for s in ("hand", "ddp")},
+            },
             **{s: saved[s]["model"] for s in ("hand", "ddp")},
             "one": one,
         }
@@ -232,7 +258,8 @@ def _distributed_sgd(F32, F64):
     record = _record(
         pairs(s32),
         pairs(s64),
-        # one SGD step fewer: what a lost or doubled step (a sync bug) would look like
+        # the untrained model: how far 3 SGD steps move the parameters (a lost step moves
+        # them by about a third of it)
         [(flat(s32["one"]), flat(td._untrained()))],
     )
     record["loss rel"] = max(
@@ -244,16 +271,58 @@ def _distributed_sgd(F32, F64):
 
 
 COMPARISONS = {
-    "attention fused vs explicit": ("tests/test_attention.py", "FUSED_FLOAT32_BOUND", _fused_vs_explicit, "fused lengths +1"),
-    "blockwise vs sdpa": ("tests/test_efficient_attention.py", "BLOCKWISE_FLOAT32_BOUND", _blockwise_vs_sdpa, "last key dropped"),
-    "gpt vs torch encoder": ("tests/test_gpt.py", "GPT_TORCH_FLOAT32_BOUND", _gpt_vs_torch, "mask sees 1 ahead"),
-    "transformer vs torch": ("tests/test_transformer.py", "STACKS_FLOAT32_BOUND", _transformer_vs_torch, "mask sees 1 ahead"),
-    "rmsnorm vs torch": ("tests/test_modern_block.py", "RMSNORM_FLOAT32_BOUND", _rmsnorm_vs_torch, "mean over D-1"),
-    "positional rotation": ("tests/test_positional.py", "ROTATION_FLOAT32_BOUND", _positional_rotation, "rotated delta+1"),
-    "positional vs d2l": ("tests/test_positional.py", "D2L_TABLE_FLOAT32_BOUND", _positional_vs_d2l, "one row off"),
-    "ddp float32 SGD": ("tests/test_distributed.py", "FLOAT32_SGD_BOUND", _distributed_sgd, "untrained"),
+    "attention fused vs explicit": (
+        "tests/test_attention.py",
+        "FUSED_FLOAT32_BOUND",
+        _fused_vs_explicit,
+        "fused lengths +1",
+    ),
+    "blockwise vs sdpa": (
+        "tests/test_efficient_attention.py",
+        "BLOCKWISE_FLOAT32_BOUND",
+        _blockwise_vs_sdpa,
+        "last key dropped",
+    ),
+    "gpt vs torch encoder": (
+        "tests/test_gpt.py",
+        "GPT_TORCH_FLOAT32_BOUND",
+        _gpt_vs_torch,
+        "mask sees 1 ahead",
+    ),
+    "transformer vs torch": (
+        "tests/test_transformer.py",
+        "STACKS_FLOAT32_BOUND",
+        _transformer_vs_torch,
+        "mask sees 1 ahead",
+    ),
+    "rmsnorm vs torch": (
+        "tests/test_modern_block.py",
+        "RMSNORM_FLOAT32_BOUND",
+        _rmsnorm_vs_torch,
+        "mean over D-1",
+    ),
+    "positional rotation": (
+        "tests/test_positional.py",
+        "ROTATION_FLOAT32_BOUND",
+        _positional_rotation,
+        "rotated delta+1",
+    ),
+    "positional vs d2l": (
+        "tests/test_positional.py",
+        "D2L_TABLE_FLOAT32_BOUND",
+        _positional_vs_d2l,
+        "one row off",
+    ),
+    "ddp float32 SGD": (
+        "tests/test_distributed.py",
+        "FLOAT32_SGD_BOUND",
+        _distributed_sgd,
+        "untrained",
+    ),
 }
-SLOW = {"ddp float32 SGD"}  # forks 2 ranks: measured on 1 thread only (the ranks use 1)
+SLOW = {
+    "ddp float32 SGD"
+}  # forks 2 ranks: measured on 1 thread only (the ranks use 1)
 
 
 def worker(names: list[str]) -> dict:
@@ -272,7 +341,9 @@ def worker(names: list[str]) -> dict:
 def _bound(path: str, constant: str) -> float:
     import importlib
 
-    module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
+    module = importlib.import_module(
+        path.removesuffix(".py").replace("/", ".")
+    )
     return float(getattr(module, constant))
 
 
@@ -303,8 +374,14 @@ def main() -> None:
                 check=True,
             ).stdout
             results = json.loads(out.strip().splitlines()[-1])
-            where = " ".join(f"{k}={v}" for k, v in path.items()) + f" threads={threads}"
-            print(f"{where} (torch reports {results.pop('_capability')})", flush=True)
+            where = (
+                " ".join(f"{k}={v}" for k, v in path.items())
+                + f" threads={threads}"
+            )
+            print(
+                f"{where} (torch reports {results.pop('_capability')})",
+                flush=True,
+            )
             for name, record in results.items():
                 print(
                     f"    {name:28s} "
@@ -314,7 +391,10 @@ def main() -> None:
                 best = worst.setdefault(name, {"where": {}})
                 for key, value in record.items():
                     better = min if key == "bug" else max
-                    if key not in best or better(value, best[key]) != best[key]:
+                    if (
+                        key not in best
+                        or better(value, best[key]) != best[key]
+                    ):
                         best[key] = value
                         best["where"][key] = where
     print()
@@ -333,7 +413,9 @@ def main() -> None:
             f"{wrong} / {best['where']['diff']}{'' if ok else '  <-- RULE NOT MET'}"
         )
         if "loss rel" in best:
-            print(f"{'':28s} losses: worst relative difference {best['loss rel']:.2e}")
+            print(
+                f"{'':28s} losses: worst relative difference {best['loss rel']:.2e}"
+            )
 
 
 if __name__ == "__main__":

@@ -199,7 +199,9 @@ def test_explicit_dot_product_attention_matches_torch_sdpa(causal):
     assert attention.attention_weights is not None
 
 
-# TODO-MEASURED fused
+# tests/measure_tolerances.py, float32 against float64 (paths default/avx2, with and without MKL_CBWR=COMPATIBLE, 1/2/4 threads):
+# explicit and fused each err by at most 1.9e-7 (they agree bit for bit here); bound = 10 x the sum,
+# rounded up. Fused lengths one too long move an output by 2.8 at least.
 FUSED_FLOAT32_BOUND = 5e-6
 
 

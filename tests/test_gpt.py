@@ -168,8 +168,10 @@ def test_block_at_the_last_position_is_the_encoder_block_on_the_prefix():
         )
 
 
-# TODO-MEASURED gpt
-GPT_TORCH_FLOAT32_BOUND = 5e-5
+# tests/measure_tolerances.py, float32 against float64 (paths default/avx2, with and without MKL_CBWR=COMPATIBLE, 1/2/4 threads):
+# ours errs by at most 4.6e-7, torch by 4.3e-7, they differ by at most 4.8e-7; bound = 10 x the
+# sum of the errors, rounded up. A mask that sees one position ahead moves a score by 0.63.
+GPT_TORCH_FLOAT32_BOUND = 2e-5
 
 
 def gpt_and_torch_encoder(dtype, future=0):

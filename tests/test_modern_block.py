@@ -18,8 +18,10 @@ F64 = torch.float64
 # ----------------------------------------------------------------------------- RMSNorm
 
 
-# TODO-MEASURED rmsnorm
-RMSNORM_FLOAT32_BOUND = 5e-6
+# tests/measure_tolerances.py, float32 against float64 (paths default/avx2, with and without MKL_CBWR=COMPATIBLE, 1/2/4 threads):
+# ours and torch's each err by at most 4.5e-7 (they agree bit for bit here); bound = 10 x the sum,
+# rounded up. The mean square over D - 1 instead of D moves an output by 0.15.
+RMSNORM_FLOAT32_BOUND = 1e-5
 RMSNORM_EPS = [None, 1e-5, 0.5]
 
 

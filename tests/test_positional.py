@@ -12,10 +12,12 @@ from course_pkg.positional import (
     sinusoidal_table,
 )
 
-
-# TODO-MEASURED positional
+# tests/measure_tolerances.py, float32 against float64 (paths default/avx2, with and without MKL_CBWR=COMPATIBLE, 1/2/4 threads):
+# our table and d2l's each err by at most 4.5e-6 (positions to 199; they agree bit for bit here),
+# a row off by one moves it by 1.9; the rotation's two sides err by at most 1.1e-6 and 9.8e-7,
+# rotating by delta + 1 instead is off by 0.96. Bounds = 10 x the sum of the errors, rounded up.
 D2L_TABLE_FLOAT32_BOUND = 1e-4
-ROTATION_FLOAT32_BOUND = 1e-5
+ROTATION_FLOAT32_BOUND = 5e-5
 
 
 @pytest.mark.numerics

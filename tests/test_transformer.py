@@ -483,8 +483,10 @@ def reference_scores(
     return reference_output(model, out)
 
 
-# TODO-MEASURED transformer
-STACKS_FLOAT32_BOUND = 5e-5
+# tests/measure_tolerances.py, float32 against float64 (paths default/avx2, with and without MKL_CBWR=COMPATIBLE, 1/2/4 threads):
+# ours errs by at most 2.3e-6, torch by 2.1e-6, they differ by at most 2.0e-6; bound = 10 x the
+# sum of the errors, rounded up. A target mask that sees one position ahead moves a score by 1.06.
+STACKS_FLOAT32_BOUND = 1e-4
 TOLERANCES = [
     pytest.param(
         torch.float32, STACKS_FLOAT32_BOUND, marks=pytest.mark.numerics
