@@ -184,9 +184,9 @@ def flash_forward(
     Raises:
         TypeError, ValueError: as :func:`check_flash_inputs`.
     """
-    check_flash_inputs(queries, keys, values, valid_lens, causal)
-    check_positive_int("block_q", block_q)
-    check_positive_int("block_k", block_k)
+    check_flash_inputs(
+        queries, keys, values, valid_lens, causal, block_q, block_k
+    )
     io = IOCounter() if counter is None else counter
     B, H, num_queries, d = queries.shape
     num_keys = keys.shape[2]
@@ -284,10 +284,8 @@ def flash_backward(
                 continue
             io.visited_blocks += 1
             part = slice(rows.start, rows.stop)
-            q_tile, do_tile = (
-                io.read(queries[:, :, part]),
-                io.read(grad_output[:, :, part]),
-            )
+            q_tile = io.read(queries[:, :, part])
+            do_tile = io.read(grad_output[:, :, part])
             lse_tile = io.read(lse[:, :, part])[..., None].to(q_tile.dtype)
             delta_tile = io.read(delta[:, :, part])[..., None]
             scores = q_tile @ k_tile.transpose(2, 3) * scale
@@ -357,9 +355,9 @@ def flash_attention(
         TypeError, ValueError: as :func:`check_flash_inputs`, or block sizes
             that are not ints >= 1.
     """
-    check_flash_inputs(queries, keys, values, valid_lens, causal)
-    check_positive_int("block_q", block_q)
-    check_positive_int("block_k", block_k)
+    check_flash_inputs(
+        queries, keys, values, valid_lens, causal, block_q, block_k
+    )
     return FlashAttention.apply(
         queries, keys, values, valid_lens, causal, block_q, block_k
     )
@@ -401,18 +399,22 @@ def check_flash_inputs(
     values: object,
     valid_lens: object,
     causal: object,
+    block_q: object = 1,
+    block_k: object = 1,
 ) -> None:
     """Refuse attention inputs that do not fit each other.
 
     Args: queries (B, H, Q, d), keys (B, H, K, d), values (B, H, K, d_v) of
         one floating dtype and device; valid_lens None, (B,) or (B, Q) in
-        [0, K]; causal a bool, with K >= Q.
+        [0, K]; causal a bool, with K >= Q; block_q, block_k ints >= 1.
     Raises:
         TypeError: on a non-tensor, non-float or mixed dtypes, a non-bool
-            causal, non-integer valid_lens.
+            causal, non-integer valid_lens, non-int block sizes.
         ValueError: on shapes or devices that do not fit, causal with K < Q,
-            lengths outside [0, K].
+            lengths outside [0, K], block sizes < 1.
     """
+    check_positive_int("block_q", block_q)
+    check_positive_int("block_k", block_k)
     check_tensor("queries", queries, 4, "(B, H, Q, d)")
     check_tensor("keys", keys, 4, "(B, H, K, d)")
     check_tensor("values", values, 4, "(B, H, K, d_v)")

@@ -63,6 +63,13 @@ def _visible(rows, cols, lens, num_queries, num_keys, CAUSAL: tl.constexpr):
 
 
 @triton.jit
+def _matmul(a, b, ACC: tl.constexpr):
+    """a @ b accumulated in ACC; float32 inputs multiplied in full float32
+    ("ieee"), not TensorFloat-32, which keeps only 10 bits of mantissa."""
+    return tl.dot(a, b, out_dtype=ACC, input_precision="ieee")
+
+
+@triton.jit
 def flash_forward_kernel(
     Q, K, V, OUT, LSE, LENS, num_queries, num_keys, scale,
     D: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr,
@@ -88,7 +95,7 @@ def flash_forward_kernel(
         kv_at = head * num_keys * D + cols[:, None] * D + dims[None, :]
         k = tl.load(K + kv_at, mask=(cols < num_keys)[:, None], other=0.0)
         v = tl.load(V + kv_at, mask=(cols < num_keys)[:, None], other=0.0)
-        scores = tl.dot(q, tl.trans(k), out_dtype=ACC, input_precision="ieee") * scale
+        scores = _matmul(q, tl.trans(k), ACC) * scale
         seen = _visible(rows, cols, lens, num_queries, num_keys, CAUSAL)
         scores = tl.where(seen, scores, float("-inf"))
         new_max = tl.maximum(row_max, tl.max(scores, 1))
@@ -97,7 +104,7 @@ def flash_forward_kernel(
         rescale = tl.exp(row_max - shift)
         row_sum = row_sum * rescale + tl.sum(weights, 1)
         acc = acc * rescale[:, None]
-        acc += tl.dot(weights.to(v.dtype), v, out_dtype=ACC, input_precision="ieee")
+        acc += _matmul(weights.to(v.dtype), v, ACC)
         row_max = new_max
     empty = row_sum == 0.0
     safe_sum = tl.where(empty, 1.0, row_sum)
@@ -135,13 +142,13 @@ def flash_backward_dkdv_kernel(
         lse = tl.load(LSE + at, mask=in_range, other=float("inf"))
         delta = tl.load(DELTA + at, mask=in_range, other=0.0)
         lens = tl.load(LENS + at, mask=in_range, other=0)
-        scores = tl.dot(q, tl.trans(k), out_dtype=ACC, input_precision="ieee") * scale
+        scores = _matmul(q, tl.trans(k), ACC) * scale
         seen = _visible(rows, cols, lens, num_queries, num_keys, CAUSAL)
         probs = tl.where(seen, tl.exp(scores - lse[:, None]), 0.0)
-        grad_v += tl.dot(tl.trans(probs.to(v.dtype)), grad_out, out_dtype=ACC, input_precision="ieee")
-        grad_probs = tl.dot(grad_out, tl.trans(v), out_dtype=ACC, input_precision="ieee")
+        grad_v += _matmul(tl.trans(probs.to(v.dtype)), grad_out, ACC)
+        grad_probs = _matmul(grad_out, tl.trans(v), ACC)
         grad_scores = (probs * (grad_probs - delta[:, None])).to(q.dtype)
-        grad_k += tl.dot(tl.trans(grad_scores), q, out_dtype=ACC, input_precision="ieee")
+        grad_k += _matmul(tl.trans(grad_scores), q, ACC)
     grad_k = grad_k * scale
     tl.store(
         DK + kv_at,
@@ -183,12 +190,12 @@ def flash_backward_dq_kernel(
         kv_at = head * num_keys * D + cols[:, None] * D + dims[None, :]
         k = tl.load(K + kv_at, mask=(cols < num_keys)[:, None], other=0.0)
         v = tl.load(V + kv_at, mask=(cols < num_keys)[:, None], other=0.0)
-        scores = tl.dot(q, tl.trans(k), out_dtype=ACC, input_precision="ieee") * scale
+        scores = _matmul(q, tl.trans(k), ACC) * scale
         seen = _visible(rows, cols, lens, num_queries, num_keys, CAUSAL)
         probs = tl.where(seen, tl.exp(scores - lse[:, None]), 0.0)
-        grad_probs = tl.dot(grad_out, tl.trans(v), out_dtype=ACC, input_precision="ieee")
+        grad_probs = _matmul(grad_out, tl.trans(v), ACC)
         grad_scores = (probs * (grad_probs - delta[:, None])).to(k.dtype)
-        grad_q += tl.dot(grad_scores, k, out_dtype=ACC, input_precision="ieee")
+        grad_q += _matmul(grad_scores, k, ACC)
     grad_q = grad_q * scale
     tl.store(DQ + q_at, grad_q.to(DQ.dtype.element_ty), mask=in_range[:, None])
 
@@ -265,7 +272,7 @@ def _power_of_two(size: int, low: int, high: int) -> bool:
     return low <= size <= high and size & (size - 1) == 0
 
 
-def _launch_setup(queries, keys, valid_lens, block):
+def _launch_setup(queries, keys, valid_lens):
     """Scale, accumulator dtype and (B * H, Q) int32 lengths for a launch."""
     B, H, num_queries, width = queries.shape
     lens = torch.full((B, num_queries), keys.shape[2], dtype=torch.int32)
@@ -291,7 +298,7 @@ def triton_flash_forward(
         queries, keys, values, valid_lens, causal, block_q, block_k
     )
     B, H, num_queries, width = queries.shape
-    scale, acc, lens = _launch_setup(queries, keys, valid_lens, block_q)
+    scale, acc, lens = _launch_setup(queries, keys, valid_lens)
     output = torch.empty_like(queries)
     lse_dtype = torch.float64 if acc == tl.float64 else torch.float32
     lse = torch.empty(
@@ -325,7 +332,7 @@ def triton_flash_backward(
     grad_output = grad_output.contiguous()
     B, H, num_queries, width = queries.shape
     num_keys = keys.shape[2]
-    scale, acc, lens = _launch_setup(queries, keys, valid_lens, block_q)
+    scale, acc, lens = _launch_setup(queries, keys, valid_lens)
     delta = (grad_output.to(lse.dtype) * output.to(lse.dtype)).sum(-1)
     grad_q = torch.empty_like(queries)
     grad_k, grad_v = torch.empty_like(keys), torch.empty_like(values)
