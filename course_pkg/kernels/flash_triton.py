@@ -272,7 +272,9 @@ def _power_of_two(size: int, low: int, high: int) -> bool:
     return low <= size <= high and size & (size - 1) == 0
 
 
-def _launch_setup(queries, keys, valid_lens):
+def _launch_setup(
+    queries: torch.Tensor, keys: torch.Tensor, valid_lens: torch.Tensor | None
+):
     """Scale, accumulator dtype and (B * H, Q) int32 lengths for a launch."""
     B, H, num_queries, width = queries.shape
     lens = torch.full((B, num_queries), keys.shape[2], dtype=torch.int32)
@@ -284,14 +286,14 @@ def _launch_setup(queries, keys, valid_lens):
 
 
 def triton_flash_forward(
-    queries,
-    keys,
-    values,
-    valid_lens=None,
-    causal=False,
-    block_q=32,
-    block_k=32,
-):
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    valid_lens: torch.Tensor | None = None,
+    causal: bool = False,
+    block_q: int = 32,
+    block_k: int = 32,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The forward kernel: (output (B, H, Q, d), lse (B, H, Q) float32,
     float64 for float64 inputs). Checks first (:func:`check_kernel_inputs`)."""
     check_kernel_inputs(
@@ -313,17 +315,17 @@ def triton_flash_forward(
 
 
 def triton_flash_backward(
-    queries,
-    keys,
-    values,
-    output,
-    lse,
-    grad_output,
-    valid_lens=None,
-    causal=False,
-    block_q=32,
-    block_k=32,
-):
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    output: torch.Tensor,
+    lse: torch.Tensor,
+    grad_output: torch.Tensor,
+    valid_lens: torch.Tensor | None = None,
+    causal: bool = False,
+    block_q: int = 32,
+    block_k: int = 32,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The backward kernels: (dQ, dK, dV). D = rowsum(dO * O) is computed
     here, in PyTorch (one pass over two (B, H, Q, d) tensors)."""
     check_kernel_inputs(
