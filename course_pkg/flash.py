@@ -52,8 +52,8 @@ from course_pkg.checks import (
 class IOCounter:
     """Bytes moved between the large memory (HBM) and tiles (SRAM).
 
-    Every tile a kernel loads goes through :meth:`read`, every result it
-    stores through :meth:`write`; both return the tensor unchanged.
+    Every tile a kernel loads goes through ``read``, every result it
+    stores through ``write``; both return the tensor unchanged.
     Attributes: ``reads`` and ``writes`` in bytes, ``skipped_blocks``
     (causal tiles never visited) and ``visited_blocks``.
     """
@@ -318,6 +318,7 @@ class FlashAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, queries, keys, values, valid_lens, causal, bq, bk):
+        """:func:`flash_forward`; saves Q, K, V, O and the log-sum-exp."""
         output, lse = flash_forward(
             queries, keys, values, valid_lens, causal, bq, bk
         )
@@ -327,6 +328,7 @@ class FlashAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
+        """:func:`flash_backward` from the saved tensors: dQ, dK, dV."""
         saved = ctx.saved_tensors
         grads = flash_backward(*saved, grad_output.contiguous(), *ctx.options)
         return (*grads, None, None, None, None)
@@ -404,9 +406,12 @@ def check_flash_inputs(
 ) -> None:
     """Refuse attention inputs that do not fit each other.
 
-    Args: queries (B, H, Q, d), keys (B, H, K, d), values (B, H, K, d_v) of
-        one floating dtype and device; valid_lens None, (B,) or (B, Q) in
-        [0, K]; causal a bool, with K >= Q; block_q, block_k ints >= 1.
+    Args:
+        queries: (B, H, Q, d). keys: (B, H, K, d). values: (B, H, K, d_v);
+            one floating dtype and one device.
+        valid_lens: None, (B,) or (B, Q) lengths in [0, K].
+        causal: a bool; True needs K >= Q.
+        block_q, block_k: ints >= 1.
     Raises:
         TypeError: on a non-tensor, non-float or mixed dtypes, a non-bool
             causal, non-integer valid_lens, non-int block sizes.

@@ -358,6 +358,7 @@ class TritonFlashAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, queries, keys, values, valid_lens, causal, bq, bk):
+        """:func:`triton_flash_forward`; saves Q, K, V, O and the LSE."""
         output, lse = triton_flash_forward(
             queries, keys, values, valid_lens, causal, bq, bk
         )
@@ -367,6 +368,7 @@ class TritonFlashAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
+        """:func:`triton_flash_backward` from the saved tensors."""
         grads = triton_flash_backward(
             *ctx.saved_tensors, grad_output, *ctx.options
         )
