@@ -71,9 +71,8 @@ notebooks-portable-1 notebooks-portable-2: install
 # The unit tests whose verdict rests on float rounding (marked numerics: the float32 bounds of
 # tests/README.md) again, on PyTorch's plainest CPU path and on 2 threads (reduction order
 # changes with the thread count), so a bound that holds on one path only fails here first.
-# 57 tests (48 before flash attention came in); measured on the shared 2-core machine (load ~17)
-# with the 48: 14 s and 22 s of CPU (90 s and
-# 130 s of wall time there), mostly collecting the test modules.
+# 57 tests. With 48 of them, on the shared 2-core machine (load ~17): 14 s and 22 s of CPU
+# (90 s and 130 s of wall time there), mostly collecting the test modules.
 NUMERICS := -m "numerics and not cuda"
 unit-numerics: install
 	$(PORTABLE) $(BIN)/python -m pytest tests -q $(NUMERICS)
