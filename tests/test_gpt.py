@@ -17,6 +17,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from course_pkg.attention import KVCache
 from course_pkg.corpus import english_french_corpus
@@ -595,6 +596,37 @@ def test_translate_lm_refuses_a_str_and_train_lm_no_epochs(corpus):
         train_lm(model, [], [], vocab.pad)  # IndexError before
     with pytest.raises(ValueError, match="lr_per_epoch"):
         train_lm(model, [], [0.01, 0.0], vocab.pad)
+    with pytest.raises(ValueError, match="warmup_steps"):
+        train_lm(model, [], [0.01], vocab.pad, warmup_steps=-1)
+    with pytest.raises(TypeError, match="warmup_steps"):
+        train_lm(model, [], [0.01], vocab.pad, warmup_steps=2.5)
+
+
+def test_train_lm_steps_with_the_warmup_rate(corpus):
+    # The rate Adam actually uses at each update, read by torch's global
+    # optimizer hook just before each step: the epoch's rate times the linear
+    # warm-up, counted over the whole run.
+    train, _, vocab = corpus
+    loader = translation_lm_loader(train[:24], vocab, 8, 20, seed=0)
+    model = GPT(len(vocab), D, FFN, H, N, 0.0, 40)
+    used = []
+    handle = register_optimizer_step_pre_hook(
+        lambda optimizer, args, kwargs: used.append(
+            optimizer.param_groups[0]["lr"]
+        )
+    )
+    try:
+        history = train_lm(
+            model, loader, [0.01, 0.02], vocab.pad, warmup_steps=4
+        )
+    finally:
+        handle.remove()
+    expected = [0.01 / 4, 0.01 * 2 / 4, 0.01 * 3 / 4, 0.02, 0.02, 0.02]
+    assert len(used) == 6  # 3 batches per epoch, 2 epochs
+    assert used == pytest.approx(expected, rel=1e-12)
+    assert history["step_lr"] == used
+    plain = train_lm(model, loader, [0.01, 0.02], vocab.pad)
+    assert plain["step_lr"] == [0.01] * 3 + [0.02] * 3
 
 
 def test_forward_and_filters_refuse_bad_input():
