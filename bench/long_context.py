@@ -27,7 +27,7 @@ import _common
 
 def main() -> None:
     options = _common.parser(
-        __doc__, threads=1, sizes={"seeds": 10, "train-len": 16}
+        __doc__, threads=1, sizes={"seeds": 10, "train-len": 16, "steps": 400}
     )
     options.add_argument("--out", help="CSV file for the per-seed accuracies")
     args = options.parse_args()
@@ -41,7 +41,7 @@ def main() -> None:
         for variant in LENGTH_VARIANTS:
             reuse = rope_model if variant.startswith("rope-") else None
             accuracy, model = copy_back_at_lengths(
-                variant, seed, test_lens, train_len, model=reuse
+                variant, seed, test_lens, train_len, reuse, args.steps
             )
             if variant == "rope":
                 rope_model = model

@@ -277,3 +277,36 @@ def _check_models(
             f"max_new_tokens must be in [0, max_len - T0] = [0, {room}], "
             f"got {max_new_tokens}"
         )
+
+
+def measure_speculation(
+    target: GPT,
+    draft: GPT,
+    prompts: list[list[int]],
+    max_new_tokens: int,
+    k: int,
+    eos: int | None = None,
+) -> SpeculativeStats:
+    """Greedy speculative decoding of every prompt; the summed statistics.
+
+    Args:
+        prompts: token ids of each prompt. Others: as in
+            :func:`speculative_generate` (max_new_tokens is cut to what fits
+            each prompt).
+    Returns:
+        The counts of all calls added up.
+    """
+    total = SpeculativeStats()
+    room = min(target.max_len, draft.max_len)
+    device = next(target.parameters()).device
+    for ids in prompts:
+        prompt = torch.tensor([ids], device=device)
+        budget = min(max_new_tokens, room - len(ids))
+        _, stats = speculative_generate(
+            target, draft, prompt, budget, k, eos=eos
+        )
+        for field in ("proposed", "accepted", "target_calls", "emitted"):
+            setattr(
+                total, field, getattr(total, field) + getattr(stats, field)
+            )
+    return total

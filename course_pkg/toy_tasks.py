@@ -357,6 +357,7 @@ def copy_back_at_lengths(
     test_lens: tuple[int, ...],
     max_train_len: int = 16,
     model: CopyBack | None = None,
+    num_steps: int = 400,
 ) -> tuple[dict[int, float], CopyBack]:
     """Train a :class:`CopyBack` on lengths up to L = max_train_len with
     one position scheme, and measure its accuracy on longer sequences.
@@ -370,7 +371,7 @@ def copy_back_at_lengths(
         variant: one of :data:`LENGTH_VARIANTS`. seed: weights (batches:
             seed + 1000). test_lens: the lengths T' to test.
         max_train_len: L. model: a trained model to test instead of
-            training one.
+            training one. num_steps: training steps.
     Returns:
         ({T': mean accuracy over positions}, the trained model).
     Raises:
@@ -388,6 +389,7 @@ def copy_back_at_lengths(
         }.get(variant)
         model = train_copy_back(
             positional,
+            num_steps=num_steps,
             max_train_len=max_train_len,
             seed=seed,
             data_seed=seed + 1000,
