@@ -187,7 +187,7 @@ class GroupedQueryAttention(MultiHeadAttention):
             (True: a :class:`course_pkg.rotary.RotaryEmbedding`; or the
             embedding to use, e.g. a scaled one); keys sit at positions
             0..K - 1 and queries at the last Q of them.
-        alibi: add ALiBi's bias -m_h * |i - j| to head h's scores
+        alibi: add ALiBi's bias -m_h * abs(i - j) to head h's scores
             (:func:`course_pkg.long_context.alibi_bias`).
         query_size, key_size, value_size: input widths (default D).
     Attributes:

@@ -5,7 +5,7 @@ Chapter: "Attention at inference time". A model trained on sequences of at
 most L positions meets, at test time, positions or distances it never saw.
 
 - ALiBi (Press et al. 2022) adds no position to the tokens; it subtracts
-  m_h * |i - j| from the score of query i and key j in head h. The slopes
+  m_h * abs(i - j) from the score of query i and key j in head h. The slopes
   m_h form a geometric sequence, 2^(-8h/H) for h = 1..H, so some heads look
   far and others near. A longer sequence only brings larger distances,
   penalised further along the same line.
@@ -60,7 +60,7 @@ def alibi_bias(
     device: torch.device | str | None = None,
     dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
-    """-m_h * |i - j| for every head, query and key; the queries are the
+    """-m_h * abs(i - j) for every head, query and key; the queries are the
     last Q of the K positions.
 
     Returns:

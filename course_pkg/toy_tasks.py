@@ -363,12 +363,12 @@ def copy_back_at_lengths(
     one position scheme, and measure its accuracy on longer sequences.
 
     The RoPE rows rescale a model trained with plain RoPE for each test
-    length T' by the factor s = T' / L (:func:`course_pkg.long_context.
-    scaled_rotary`), without fine-tuning; pass that model as ``model`` to
-    reuse it.
+    length T' by the factor s = T' / L
+    (:func:`course_pkg.long_context.scaled_rotary`), without fine-tuning;
+    pass that model as ``model`` to reuse it.
 
     Args:
-        variant: one of :data:`LENGTH_VARIANTS`. seed: weights (batches:
+        variant: one of ``LENGTH_VARIANTS``. seed: weights (batches:
             seed + 1000). test_lens: the lengths T' to test.
         max_train_len: L. model: a trained model to test instead of
             training one. num_steps: training steps.

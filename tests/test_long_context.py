@@ -96,7 +96,9 @@ def test_scaled_rotary_in_a_layer_and_on_meta():
 
 
 def test_experiment_runs_at_a_toy_size():
-    accuracy, model = copy_back_at_lengths("rope", 0, (8, 16), max_train_len=8)
+    accuracy, model = copy_back_at_lengths(
+        "rope", 0, (8, 16), max_train_len=8, num_steps=50
+    )
     assert set(accuracy) == {8, 16} and all(
         0 <= a <= 1 for a in accuracy.values()
     )
