@@ -37,6 +37,8 @@ Module                     What it holds (chapter)
 ``efficient_attention``    blockwise and grouped-query attention
 ``modern_block``           RMSNorm, SwiGLU, pre-norm blocks
 ``memory``                 measuring the memory a computation allocates
+``flash``                  FlashAttention in PyTorch: forward, backward, bytes
+``kernels``                Triton kernels (``kernels.flash_triton``)
 ``bert``                   BERT's encoder, heads and input masking
 ``bert_data``              BERT's inputs: vocabulary, segments, labels
 ``pretrain``               pretraining BERT and fine-tuning it
@@ -45,6 +47,11 @@ Module                     What it holds (chapter)
 ``lm_translation``         translation as language modelling with a GPT
 ``lm_variants``            a GPT with options: KV heads, norm, FFN, placement
 ``plotting``               heatmaps and line plots
+``kv_memory``              KV-cache bytes per token; published models
+``sliding_window``         sliding-window attention, the rolling cache
+``paged_cache``            the paged KV cache: blocks, tables, waste
+``speculative``            speculative decoding: draft, verify, resample
+``long_context``           ALiBi, position interpolation, NTK-aware RoPE
 =========================  =================================================
 
 Shape letters, the same in code, docstrings and the book (where each is a size,
