@@ -15,6 +15,7 @@ length masks every key, a too-long one masks none), so results stay finite.
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import numpy as np
@@ -56,20 +57,28 @@ def check_tensor(name: str, tensor: Any, rank: int, shape: str) -> None:
         )
 
 
+# The integer dtypes an index tensor may have: those nn.Embedding and
+# indexing accept (uint8 would be read as a mask, int16 is refused).
+INDEX_DTYPES = (torch.int64, torch.int32)
+
+
 def check_integer_dtype(
     name: str, tensor: torch.Tensor, what: str = "integers"
 ) -> None:
-    """Refuse a tensor whose dtype is not an integer type (bool excluded).
+    """Refuse a tensor whose dtype is not int64 or int32 (ids and lengths).
 
     Args:
         what: what the tensor holds, for the message.
 
     Raises:
-        TypeError: if tensor holds floats, complex numbers or booleans.
+        TypeError: if tensor holds floats, complex numbers, booleans or
+            integers of another width (uint8, int8, int16).
     """
-    dtype = tensor.dtype
-    if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
-        raise TypeError(f"{name} must hold {what}, got dtype {dtype}")
+    if tensor.dtype not in INDEX_DTYPES:
+        raise TypeError(
+            f"{name} must hold {what} (dtype torch.int64 or torch.int32), "
+            f"got dtype {tensor.dtype}"
+        )
 
 
 def check_float_dtype(name: str, tensor: torch.Tensor) -> None:
@@ -81,6 +90,58 @@ def check_float_dtype(name: str, tensor: torch.Tensor) -> None:
     if not tensor.dtype.is_floating_point:
         raise TypeError(
             f"{name} must be a floating-point tensor, got dtype {tensor.dtype}"
+        )
+
+
+def check_float_tensor(name: str, tensor: Any, rank: int, shape: str) -> None:
+    """Refuse anything but a floating-point tensor of the given rank (an
+    integer tensor is refused, never cast): TypeError, ValueError."""
+    check_tensor(name, tensor, rank, shape)
+    check_float_dtype(name, tensor)
+
+
+def check_same_device(**tensors: Any) -> None:
+    """Refuse tensors (by argument name; None is skipped) that are not all on
+    one device, with ValueError naming each and its device."""
+    given = {n: t for n, t in tensors.items() if isinstance(t, torch.Tensor)}
+    devices = {t.device for t in given.values()}
+    if len(devices) > 1:
+        listed = ", ".join(f"{n} on {t.device}" for n, t in given.items())
+        raise ValueError(
+            f"{', '.join(given)} must be on one device, got {listed}"
+        )
+
+
+def check_on_device(name: str, tensor: torch.Tensor, device: Any) -> None:
+    """Refuse a tensor that is not on ``device`` (e.g. a module's parameters'
+    device) with ValueError."""
+    if device is not None and tensor.device != torch.device(device):
+        raise ValueError(
+            f"{name} must be on {torch.device(device)} (where the model is), "
+            f"got a tensor on {tensor.device}"
+        )
+
+
+def check_module_input(name: str, tensor: torch.Tensor, module: Any) -> None:
+    """Refuse a tensor on another device than ``module``'s first parameter or
+    buffer (ValueError), or, for a floating-point tensor, of another dtype than
+    its floating-point parameters outside autocast (TypeError): torch's own
+    errors would not name the argument."""
+    first = next(iter(module.parameters()), None)
+    if first is None:
+        first = next(iter(module.buffers()), None)
+    if first is None:
+        return
+    check_on_device(name, tensor, first.device)
+    if (
+        tensor.dtype.is_floating_point
+        and first.dtype.is_floating_point
+        and tensor.dtype != first.dtype
+        and not torch.is_autocast_enabled(tensor.device.type)
+    ):
+        raise TypeError(
+            f"{name} must have the model's dtype {first.dtype}, "
+            f"got {tensor.dtype}"
         )
 
 
@@ -366,6 +427,15 @@ def _check_number(name: str, value: Any, ok: Any, expected: str) -> None:
         raise ValueError(f"{name} must be {expected}, got {value}")
 
 
+def check_finite_number(name: str, value: Any) -> None:
+    """Refuse anything but a finite int or float (NaN and inf are refused).
+
+    Raises:
+        TypeError: if value is not a number. ValueError: if not finite.
+    """
+    _check_number(name, value, math.isfinite, "a finite number")
+
+
 def check_positive_number(name: str, value: Any) -> None:
     """Refuse anything but a finite int or float > 0 (a rate, a timeout).
 
@@ -395,3 +465,94 @@ def check_probability(name: str, value: Any) -> None:
         TypeError: if value is not a number. ValueError: if outside [0, 1).
     """
     _check_number(name, value, lambda v: 0 <= v < 1, "a number in [0, 1)")
+
+
+def check_path(name: str, path: Any) -> None:
+    """Refuse anything but a ``str`` or ``os.PathLike`` path (an int file
+    descriptor, bytes or None included) with TypeError."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(
+            f"{name} must be a str or os.PathLike path, got {type(path).__name__}"
+        )
+
+
+def device_available(device: torch.device) -> bool:
+    """Whether this machine has ``device`` (cpu and meta always exist)."""
+    if device.type in ("cpu", "meta"):
+        return True
+    if device.type == "mps":
+        return torch.backends.mps.is_available()
+    backend = getattr(torch, device.type, None)  # torch.cuda, torch.xpu, ...
+    is_available = getattr(backend, "is_available", None)
+    if is_available is None or not is_available():
+        return False
+    if device.index is None:
+        return True
+    count = getattr(backend, "device_count", lambda: 1)()
+    return device.index < count
+
+
+def check_device(name: str, device: Any) -> torch.device | None:
+    """Refuse a device that is not a ``torch.device`` or str, or that this
+    machine does not have; return it as a ``torch.device`` (None stays None).
+
+    Raises:
+        TypeError: if device is neither None, a str nor a ``torch.device``.
+        ValueError: if torch does not know it, or it is not available here
+            (e.g. ``"cuda"`` without a GPU, ``"cuda:3"`` with one GPU).
+    """
+    if device is None:
+        return None
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(
+            f"{name} must be a torch.device or str, got {type(device).__name__}"
+        )
+    try:
+        parsed = torch.device(device)
+    except RuntimeError as err:
+        raise ValueError(f"{name}={device!r} is not a torch device") from err
+    if not device_available(parsed):
+        raise ValueError(f"{name}={device!r} is not available on this machine")
+    return parsed
+
+
+def check_callable(name: str, value: Any) -> None:
+    """Refuse anything that cannot be called (a function is expected) with
+    TypeError."""
+    if not callable(value):
+        raise TypeError(f"{name} must be callable, got {type(value).__name__}")
+
+
+def check_features(
+    name: str, X: Any, trailing: int | tuple[int, ...], module: Any = None
+) -> None:
+    """Refuse anything but a floating-point tensor whose last dimensions are
+    ``trailing`` (a width D, or a layer norm's shape), on the device and of
+    the dtype of ``module``'s parameters when given: TypeError for a
+    non-tensor, an integer tensor (never cast) or another float dtype;
+    ValueError for another shape or device."""
+    trailing = (trailing,) if isinstance(trailing, int) else tuple(trailing)
+    shape = "(..., " + ", ".join(map(str, trailing)) + ")"
+    if not isinstance(X, torch.Tensor):
+        raise TypeError(
+            f"{name} must be a torch.Tensor of shape {shape}, "
+            f"got {type(X).__name__}"
+        )
+    check_float_dtype(name, X)
+    if X.dim() < len(trailing) or tuple(X.shape[-len(trailing) :]) != trailing:
+        raise ValueError(
+            f"{name} must have shape {shape}, got {tuple(X.shape)}"
+        )
+    if module is not None:
+        check_module_input(name, X, module)
+
+
+def check_logits(name: str, scores: Any, rank: int, shape: str) -> None:
+    """Refuse anything but floating-point scores of the given rank over at
+    least one class (V >= 1 in the last dimension): TypeError, ValueError."""
+    check_float_tensor(name, scores, rank, shape)
+    if scores.shape[-1] < 1:
+        raise ValueError(
+            f"{name} must have shape {shape} with at least one class in the "
+            f"last dimension, got {tuple(scores.shape)}"
+        )

@@ -28,8 +28,12 @@ import torch
 from torch import nn
 
 from course_pkg.checks import (
+    check_device,
     check_float_dtype,
+    check_int,
+    check_nonnegative_number,
     check_positive_number,
+    check_sizes,
     check_tensor,
     check_tensor_type,
 )
@@ -226,16 +230,20 @@ def make_regression_data(
         x_train (K,), y_train (K,), x_val (n_val,), y_val (n_val,) with y_val =
         f(x_val), noiseless.
     Raises:
-        ValueError: if a size is < 1, noise < 0 or x_max <= 0.
+        TypeError: if a size or seed is not an int, noise or x_max not a
+            number, device not a str/``torch.device``, dtype not a float dtype.
+        ValueError: if a size is < 1, noise < 0, x_max <= 0, noise or x_max
+            not finite (NaN, inf), or device not available here.
     """
-    if n_train < 1 or n_val < 1:
-        raise ValueError(
-            f"n_train and n_val must be >= 1, got {n_train} and {n_val}"
+    check_sizes(n_train=n_train, n_val=n_val)
+    check_int("seed", seed)
+    check_nonnegative_number("noise", noise)
+    check_positive_number("x_max", x_max)
+    device = check_device("device", device)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(
+            f"dtype must be a floating-point torch.dtype, got {dtype}"
         )
-    if noise < 0:
-        raise ValueError(f"noise must be >= 0, got {noise}")
-    if x_max <= 0:
-        raise ValueError(f"x_max must be > 0, got {x_max}")
     generator = torch.Generator().manual_seed(seed)
     x_train = torch.sort(
         torch.rand(n_train, generator=generator, dtype=torch.float64) * x_max

@@ -27,11 +27,12 @@ from torch import nn
 from tqdm import tqdm
 
 from course_pkg.checks import (
-    check_float_dtype,
     check_int,
     check_integer_dtype,
+    check_logits,
     check_positive_number,
     check_range,
+    check_same_device,
     check_tensor,
 )
 
@@ -57,13 +58,14 @@ def masked_cross_entropy(
     Raises:
         TypeError: if Y_hat or Y is not a tensor, Y_hat is not floating
             point, Y is not integer, or pad is not an int.
-        ValueError: if the shapes are not (B, T, V) and (B, T), or (on the
-            CPU) a non-pad target is outside [0, V).
+        ValueError: if the shapes are not (B, T, V) and (B, T), V = 0, the
+            two are on different devices, or (on the CPU) a non-pad target
+            is outside [0, V).
     """
-    check_tensor("Y_hat", Y_hat, 3, "(B, T, V)")
+    check_logits("Y_hat", Y_hat, 3, "(B, T, V)")
     check_tensor("Y", Y, 2, "(B, T)")
-    check_float_dtype("Y_hat", Y_hat)
     check_integer_dtype("Y", Y)
+    check_same_device(Y_hat=Y_hat, Y=Y)
     check_int("pad", pad)
     if tuple(Y.shape) != tuple(Y_hat.shape[:2]):
         raise ValueError(

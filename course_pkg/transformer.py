@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from course_pkg.checks import (
-    check_last_dim,
+    check_features,
     check_tensor,
     check_token_ids,
     check_valid_lens,
@@ -204,18 +204,13 @@ class TransformerDecoder(TokenStack, Decoder):
             A :class:`course_pkg.transformer_blocks.DecoderState` with no
             cache and offset 0.
         Raises:
-            TypeError: if enc_outputs is not a tensor, or enc_valid_lens not
-                an integer tensor.
-            ValueError: if enc_outputs is not (B, T, D) or enc_valid_lens not
-                (B,) in [0, T].
+            TypeError: if enc_outputs is not a float tensor of the model's
+                dtype, or enc_valid_lens not an integer tensor.
+            ValueError: if enc_outputs is not (B, T, D) on the model's
+                device or enc_valid_lens not (B,) in [0, T].
         """
         check_tensor("enc_outputs", enc_outputs, 3, "(B, T, D)")
-        check_last_dim(
-            "enc_outputs",
-            enc_outputs,
-            self.num_hiddens,
-            f"(B, T, {self.num_hiddens})",
-        )
+        check_features("enc_outputs", enc_outputs, self.num_hiddens, self)
         batch_size, num_steps = enc_outputs.shape[:2]
         check_valid_lens(
             "enc_valid_lens", enc_valid_lens, batch_size, num_steps

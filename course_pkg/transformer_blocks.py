@@ -29,7 +29,13 @@ import torch
 from torch import nn
 
 from course_pkg.attention import KVCache, MultiHeadAttention
-from course_pkg.checks import check_last_dim, check_sizes, check_stack_args
+from course_pkg.checks import (
+    check_features,
+    check_int,
+    check_probability,
+    check_sizes,
+    check_stack_args,
+)
 
 
 def ffn_input_size(
@@ -80,9 +86,10 @@ class PositionWiseFFN(nn.Module):
     def forward(self, X: torch.Tensor) -> torch.Tensor:
         """X (B, T, input_size) -> (B, T, ffn_num_outputs).
 
-        Raises ValueError if X's last dimension is not input_size.
+        Raises TypeError if X is not a float tensor of the model's dtype,
+        ValueError if its last dimension is not input_size.
         """
-        check_last_dim("X", X, self.input_size, f"(..., {self.input_size})")
+        check_features("X", X, self.input_size, self)
         return self.dense2(self.relu(self.dense1(X)))
 
 
@@ -92,18 +99,27 @@ class AddNorm(nn.Module):
     Args:
         norm_shape: the normalised shape, D for a Transformer.
         dropout: on the sublayer output Y.
+    Raises:
+        TypeError/ValueError: if norm_shape is not an int >= 1 (or a tuple of
+            them), or dropout not in [0, 1).
     """
 
     def __init__(self, norm_shape: int | tuple[int, ...], dropout: float):
         super().__init__()
+        shape = norm_shape if isinstance(norm_shape, tuple) else (norm_shape,)
+        check_sizes(**{f"norm_shape[{i}]": n for i, n in enumerate(shape)})
+        check_probability("dropout", dropout)
         self.dropout = nn.Dropout(dropout)
         self.ln = nn.LayerNorm(norm_shape)
 
     def forward(self, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
         """X (B, T, D) a sublayer's input, Y (B, T, D) its output -> (B, T, D).
 
-        Raises ValueError if X and Y differ in shape.
+        Raises TypeError if X or Y is not a float tensor of the model's
+        dtype, ValueError if they differ in shape or do not end in norm_shape.
         """
+        for name, tensor in (("X", X), ("Y", Y)):
+            check_features(name, tensor, self.ln.normalized_shape, self)
         if X.shape != Y.shape:
             raise ValueError(
                 "X and Y must have the same shape, "
@@ -244,6 +260,9 @@ class TransformerDecoderBlock(nn.Module):
         use_bias: bool = False,
     ):
         super().__init__()
+        check_int("i", i)
+        if i < 0:
+            raise ValueError(f"i must be a block index >= 0, got {i}")
         self.i = i
         self.attention1 = MultiHeadAttention(
             num_hiddens, num_heads, dropout, use_bias
@@ -307,6 +326,7 @@ class TransformerDecoderBlock(nn.Module):
     ) -> tuple[KVCache, KVCache]:
         """Self-attention keys/values of the t positions so far (the new X
         appended) and the cross-attention's projected encoder outputs."""
+        _check_state(state, self.i)
         cache = state.caches[self.i]
         if cache is None:
             enc_outputs = state.enc_outputs
@@ -316,4 +336,18 @@ class TransformerDecoderBlock(nn.Module):
         return (
             self.attention1.cache(X, X, past=cache.self_attention),
             cache.cross_attention,
+        )
+
+
+def _check_state(state: DecoderState, i: int) -> None:
+    """Refuse a state that is not a DecoderState with a cache entry for
+    block i (TypeError, ValueError), before any computation."""
+    if not isinstance(state, DecoderState):
+        raise TypeError(
+            f"state must be a DecoderState, got {type(state).__name__}"
+        )
+    if not 0 <= i < len(state.caches):
+        raise ValueError(
+            f"state.caches has {len(state.caches)} entries, so block index "
+            f"i={i} is out of range (state from a decoder with fewer blocks?)"
         )
