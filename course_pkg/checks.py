@@ -180,21 +180,28 @@ def check_range(
 
 
 def check_token_ids(
-    name: str, X: Any, vocab_size: int | None, *, min_steps: int = 0
+    name: str, X: Any, vocab_size: Any, *, min_steps: int = 0
 ) -> None:
     """Refuse anything but (B, T) integer token ids in ``[0, V)``.
 
     Args:
-        name: the argument's name. X: the ids. vocab_size: V, or None to
-            leave the range unchecked (the model checks it).
+        name: the argument's name. X: the ids. vocab_size: V, or the
+            ``nn.Embedding`` that will read the ids (V is its size, and X
+            must be on its device), or None to leave the range unchecked
+            (the model checks it).
         min_steps: the fewest time steps T accepted (a GRU needs 1).
     Raises:
-        TypeError: if X is not a tensor of an integer dtype.
-        ValueError: if X is not 2-D, has fewer than ``min_steps`` steps, or
-            (on the CPU) holds an id outside ``[0, V)``.
+        TypeError: if X is not a tensor of dtype int64 or int32 (uint8,
+            int16 and floats are refused).
+        ValueError: if X is not 2-D, has fewer than ``min_steps`` steps, is
+            not on the embedding's device, or (on the CPU) holds an id
+            outside ``[0, V)``.
     """
     check_tensor(name, X, 2, "(B, T)")
     check_integer_dtype(name, X, "integer token ids")
+    if isinstance(vocab_size, torch.nn.Embedding):
+        check_on_device(name, X, vocab_size.weight.device)
+        vocab_size = vocab_size.num_embeddings
     if X.shape[1] < min_steps:
         raise ValueError(
             f"{name} must have at least {min_steps} time step(s), "
@@ -217,6 +224,7 @@ def check_valid_lens(
     max_len: int | None,
     *,
     num_queries: int | None = None,
+    like: tuple[str, torch.Tensor] | None = None,
 ) -> None:
     """Refuse lengths that cannot describe B sequences of at most max_len.
 
@@ -226,6 +234,8 @@ def check_valid_lens(
         batch_size: B. max_len: the longest length allowed (K for
             attention), or None for no upper bound.
         num_queries: Q, to also accept one length per query.
+        like: (name, tensor) of the tensor the lengths describe, whose
+            device they must be on, or None for any device.
     Raises:
         TypeError: if valid_lens is not a tensor of an integer dtype.
         ValueError: if its shape does not fit, or (on the CPU) a length is
@@ -244,6 +254,8 @@ def check_valid_lens(
             f"got {type(valid_lens).__name__}"
         )
     check_integer_dtype(name, valid_lens)
+    if like is not None:
+        check_same_device(**{like[0]: like[1], name: valid_lens})
     if tuple(valid_lens.shape) not in shapes:
         raise ValueError(
             f"{name} must have shape {expected}, got {tuple(valid_lens.shape)}"
@@ -314,7 +326,12 @@ def check_attention_inputs(
     batch_size, num_queries = queries.shape[:2]
     num_keys = keys.shape[1]
     check_valid_lens(
-        "valid_lens", valid_lens, batch_size, num_keys, num_queries=num_queries
+        "valid_lens",
+        valid_lens,
+        batch_size,
+        num_keys,
+        num_queries=num_queries,
+        like=("queries", queries),
     )
     if causal and num_keys < num_queries:
         raise ValueError(
@@ -363,9 +380,10 @@ def check_same_float_dtype(**tensors: torch.Tensor) -> None:
     """Refuse tensors (by argument name) that are not floating point or,
     outside autocast, do not share one dtype (torch's own error would not
     name them), with TypeError; under autocast mixed float dtypes are
-    normal."""
+    normal. Tensors on different devices: ValueError."""
     for name, tensor in tensors.items():
         check_float_dtype(name, tensor)
+    check_same_device(**tensors)
     dtypes = {name: tensor.dtype for name, tensor in tensors.items()}
     first = next(iter(tensors.values()))
     if len(set(dtypes.values())) > 1 and not torch.is_autocast_enabled(
@@ -556,3 +574,102 @@ def check_logits(name: str, scores: Any, rank: int, shape: str) -> None:
             f"{name} must have shape {shape} with at least one class in the "
             f"last dimension, got {tuple(scores.shape)}"
         )
+
+
+def check_heads(X: Any, num_heads: Any, axis: int, shape: str) -> None:
+    """Refuse an X that is not a 3-D tensor whose ``axis`` splits into
+    num_heads (an int >= 1) equal parts: TypeError, ValueError. Any dtype
+    passes (splitting heads only moves numbers)."""
+    check_tensor("X", X, 3, shape)
+    check_positive_int("num_heads", num_heads)
+    if X.shape[axis] % num_heads:
+        raise ValueError(
+            f"X must have shape {shape} with a dimension divisible by "
+            f"num_heads={num_heads}, got {tuple(X.shape)}"
+        )
+
+
+def check_block_sizes(
+    num_hiddens: Any,
+    ffn_num_hiddens: Any,
+    num_heads: Any,
+    dropout: Any,
+    num_kv_heads: Any = None,
+) -> None:
+    """A block's or a layer's widths, checked before any layer is built (so
+    a refused call draws no random weights): ints >= 1 (ffn_num_hiddens may
+    be None for a block without FFN), num_hiddens divisible by num_heads,
+    num_heads by num_kv_heads (when given), dropout in [0, 1).
+
+    Raises:
+        TypeError: naming a size that is not an int, or dropout.
+        ValueError: naming a size < 1 or one that does not divide.
+    """
+    check_sizes(num_hiddens=num_hiddens, num_heads=num_heads)
+    if ffn_num_hiddens is not None:
+        check_sizes(ffn_num_hiddens=ffn_num_hiddens)
+    check_probability("dropout", dropout)
+    if num_hiddens % num_heads:
+        raise ValueError(
+            f"num_hiddens={num_hiddens} must be divisible by "
+            f"num_heads={num_heads}"
+        )
+    if num_kv_heads is not None:
+        check_sizes(num_kv_heads=num_kv_heads)
+        if num_heads % num_kv_heads:
+            raise ValueError(
+                f"num_heads={num_heads} must be divisible by "
+                f"num_kv_heads={num_kv_heads}"
+            )
+
+
+def check_source_target(
+    model: Any, enc_X: Any, dec_X: Any, enc_valid_lens: Any = None
+) -> None:
+    """An encoder-decoder's inputs, by their own names: enc_X (B, T) and
+    dec_X (B, Q) integer ids on the model's device, enc_valid_lens None or
+    (B,) in [0, T] on that device too (TypeError, ValueError)."""
+    for name, X in (("enc_X", enc_X), ("dec_X", dec_X)):
+        check_token_ids(name, X, None)
+        check_module_input(name, X, model)
+    if enc_X.shape[0] != dec_X.shape[0]:
+        raise ValueError(
+            f"enc_X (B, T) and dec_X (B, Q) must have the same B, got "
+            f"{tuple(enc_X.shape)} and {tuple(dec_X.shape)}"
+        )
+    check_valid_lens(
+        "enc_valid_lens", enc_valid_lens, *enc_X.shape, like=("enc_X", enc_X)
+    )
+
+
+def check_floats(name: str, X: Any) -> None:
+    """Refuse anything but a floating-point tensor of any shape (an integer
+    tensor is refused, never cast): TypeError."""
+    check_tensor_type(name, X)
+    check_float_dtype(name, X)
+
+
+def check_fused_inputs(
+    queries: Any, keys: Any, values: Any, valid_lens: Any, dropout_p: Any
+) -> None:
+    """What a fused attention call needs: queries (B, [H,] Q, d), keys
+    (B, [H,] K, d), values (B, [H,] K, d_v) of one rank, one float dtype and
+    one device; valid_lens None, (B,) or (B, Q) in [0, K] on that device;
+    dropout_p in [0, 1). TypeError, ValueError naming the argument."""
+    for name, X in (("queries", queries), ("keys", keys), ("values", values)):
+        check_tensor_type(name, X)
+        if X.dim() not in (3, 4) or X.dim() != queries.dim():
+            raise ValueError(
+                f"{name} must have shape (B, Q or K, d) or (B, H, Q or K, d) "
+                f"like queries {tuple(queries.shape)}, got {tuple(X.shape)}"
+            )
+    check_same_float_dtype(queries=queries, keys=keys, values=values)
+    check_valid_lens(
+        "valid_lens",
+        valid_lens,
+        queries.shape[0],
+        keys.shape[-2],
+        num_queries=queries.shape[-2],
+        like=("queries", queries),
+    )
+    check_probability("dropout_p", dropout_p)

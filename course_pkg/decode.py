@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_pkg.checks import (
+    check_device,
     check_ids,
     check_nonnegative_number,
     check_positive_int,
@@ -40,7 +41,12 @@ from course_pkg.data import source_array
 
 
 def cut_at_eos(tokens: list[int], eos: int) -> list[int]:
-    """The ids before the first <eos> (all of them if there is none)."""
+    """The ids before the first <eos> (all of them if there is none).
+
+    Raises:
+        TypeError: if eos is not an int. ValueError: if it is negative.
+    """
+    check_ids(eos=eos)
     return tokens[: tokens.index(eos)] if eos in tokens else list(tokens)
 
 
@@ -338,6 +344,7 @@ def translate(
     check_sentences("sentences", sentences)
     check_positive_int("num_steps", num_steps)
     check_positive_int("beam_size", beam_size)
+    device = check_device("device", device)
     if device is None:
         device = next(model.parameters()).device
     src, src_valid_len = source_array(sentences, src_vocab, num_steps)
@@ -368,7 +375,7 @@ def translate(
 def _check_src(src: Any, src_valid_len: Any) -> None:
     check_token_ids("src", src, None)
     check_valid_lens(
-        "src_valid_len", src_valid_len, src.shape[0], src.shape[1]
+        "src_valid_len", src_valid_len, *src.shape, like=("src", src)
     )
 
 

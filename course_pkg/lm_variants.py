@@ -37,7 +37,7 @@ import torch
 from torch import nn
 
 from course_pkg.attention import KVCache
-from course_pkg.checks import check_last_dim, check_tensor
+from course_pkg.checks import check_features, check_sizes, check_tensor
 from course_pkg.gpt import GPT
 from course_pkg.lm_translation import GPTSettings
 from course_pkg.modern_block import (
@@ -120,7 +120,7 @@ class VariantBlock(PreNormEncoderBlock):
         """
         shape = f"(B, Q, {self.num_hiddens})"
         check_tensor("X", X, 3, shape)
-        check_last_dim("X", X, self.num_hiddens, shape)
+        check_features("X", X, self.num_hiddens, self)
         if self.placement == "pre":
             normed = self.norm1(X)
             cache = self.attention.cache(normed, normed, past=cache)
@@ -203,7 +203,13 @@ class VariantGPT(GPT):
 
     def kv_cache_numel(self, batch_size: int, num_steps: int) -> int:
         """Numbers the key/value cache holds for batch_size sequences of
-        num_steps positions, all blocks together: 2 * N * B * T * G * d."""
+        num_steps positions, all blocks together: 2 * N * B * T * G * d.
+
+        Raises:
+            TypeError/ValueError: if batch_size or num_steps is not an int
+                >= 1.
+        """
+        check_sizes(batch_size=batch_size, num_steps=num_steps)
         return sum(
             blk.attention.kv_cache_numel(batch_size, num_steps)
             for blk in self.blks

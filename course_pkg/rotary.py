@@ -19,6 +19,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from course_pkg.checks import (
+    check_float_dtype,
+    check_positive_number,
+    check_tensor,
+)
+
 
 class RotaryEmbedding(nn.Module):
     """Rotate each pair of features by an angle proportional to the position.
@@ -44,6 +50,7 @@ class RotaryEmbedding(nn.Module):
             raise ValueError(
                 f"head_width must be a positive even number, got {head_width}"
             )
+        check_positive_number("base", base)
         if not base > 1:
             raise ValueError(f"base must be > 1, got {base}")
         self.head_width, self.base = head_width, float(base)
@@ -60,7 +67,10 @@ class RotaryEmbedding(nn.Module):
             dtype: dtype of the result.
         Returns:
             (T, d/2) tensor on positions' device.
+        Raises:
+            TypeError/ValueError: if positions is not a (T,) tensor.
         """
+        check_tensor("positions", positions, 1, "(T,)")
         pair_index = torch.arange(
             0, self.head_width, 2, device=positions.device, dtype=dtype
         )
@@ -87,6 +97,7 @@ class RotaryEmbedding(nn.Module):
                 f"X must be a torch.Tensor of shape (..., T, {self.head_width}), "
                 f"got {type(X).__name__}"
             )
+        check_float_dtype("X", X)
         if X.dim() < 2 or X.shape[-1] != self.head_width:
             raise ValueError(
                 f"X must have shape (..., T, {self.head_width}), "

@@ -24,7 +24,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_pkg.attention import MultiHeadAttention
-from course_pkg.checks import check_int, check_positive_int, check_token_ids
+from course_pkg.checks import (
+    check_block_sizes,
+    check_int,
+    check_module_input,
+    check_positive_int,
+    check_sizes,
+    check_token_ids,
+)
 from course_pkg.device import seed_everything
 from course_pkg.efficient_attention import GroupedQueryAttention
 
@@ -75,6 +82,8 @@ class NeighbourReader(nn.Module):
         num_hiddens: int = 32,
     ):
         super().__init__()
+        check_sizes(vocab_size=vocab_size, num_steps=num_steps)
+        check_block_sizes(num_hiddens, None, num_heads, 0.0)
         self.vocab_size, self.num_steps = vocab_size, num_steps
         in_size = vocab_size + num_steps
         self.attention = MultiHeadAttention(
@@ -93,6 +102,7 @@ class NeighbourReader(nn.Module):
             TypeError, ValueError: if tokens is not (B, T) ids in [0, V).
         """
         check_token_ids("tokens", tokens, self.vocab_size)
+        check_module_input("tokens", tokens, self)
         if tokens.shape[1] != self.num_steps:
             raise ValueError(
                 f"tokens must have shape (B, {self.num_steps}), "
@@ -214,6 +224,8 @@ class CopyBack(nn.Module):
         rotary: bool = False,
     ):
         super().__init__()
+        check_sizes(vocab_size=vocab_size)
+        check_block_sizes(num_hiddens, None, num_heads, 0.0, num_kv_heads)
         self.vocab_size = vocab_size
         self.embedding = nn.Embedding(vocab_size, num_hiddens)
         self.positional = nn.Identity() if positional is None else positional
@@ -234,7 +246,7 @@ class CopyBack(nn.Module):
         Raises:
             TypeError, ValueError: if tokens is not (B, T) ids in [0, V).
         """
-        check_token_ids("tokens", tokens, self.vocab_size)
+        check_token_ids("tokens", tokens, self.embedding)
         X = self.positional(self.embedding(tokens))
         return self.readout(self.attention(X, X, X))
 

@@ -30,6 +30,7 @@ from torch import nn
 
 from course_pkg.attention import KVCache, MultiHeadAttention
 from course_pkg.checks import (
+    check_block_sizes,
     check_features,
     check_int,
     check_probability,
@@ -148,6 +149,7 @@ class TransformerEncoderBlock(nn.Module):
         use_bias: bool = False,
     ):
         super().__init__()
+        check_block_sizes(num_hiddens, ffn_num_hiddens, num_heads, dropout)
         self.attention = MultiHeadAttention(
             num_hiddens, num_heads, dropout, use_bias
         )
@@ -166,6 +168,7 @@ class TransformerEncoderBlock(nn.Module):
 
         need_weights=False takes the fused attention path.
         """
+        check_features("X", X, self.ffn.input_size, self)
         Y = self.addnorm1(
             X, self.attention(X, X, X, valid_lens, need_weights=need_weights)
         )
@@ -260,6 +263,7 @@ class TransformerDecoderBlock(nn.Module):
         use_bias: bool = False,
     ):
         super().__init__()
+        check_block_sizes(num_hiddens, ffn_num_hiddens, num_heads, dropout)
         check_int("i", i)
         if i < 0:
             raise ValueError(f"i must be a block index >= 0, got {i}")
@@ -326,6 +330,7 @@ class TransformerDecoderBlock(nn.Module):
     ) -> tuple[KVCache, KVCache]:
         """Self-attention keys/values of the t positions so far (the new X
         appended) and the cross-attention's projected encoder outputs."""
+        check_features("X", X, self.ffn.input_size, self)
         _check_state(state, self.i)
         cache = state.caches[self.i]
         if cache is None:
