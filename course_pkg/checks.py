@@ -624,22 +624,26 @@ def check_block_sizes(
 
 
 def check_source_target(
-    model: Any, enc_X: Any, dec_X: Any, enc_valid_lens: Any = None
+    model: Any,
+    enc_X: Any,
+    dec_X: Any,
+    enc_valid_lens: Any = None,
+    *,
+    names: tuple[str, str, str] = ("enc_X", "dec_X", "enc_valid_lens"),
 ) -> None:
-    """An encoder-decoder's inputs, by their own names: enc_X (B, T) and
+    """An encoder-decoder's inputs, by their own ``names``: enc_X (B, T) and
     dec_X (B, Q) integer ids on the model's device, enc_valid_lens None or
     (B,) in [0, T] on that device too (TypeError, ValueError)."""
-    for name, X in (("enc_X", enc_X), ("dec_X", dec_X)):
+    src, tgt, lens = names
+    for name, X in ((src, enc_X), (tgt, dec_X)):
         check_token_ids(name, X, None)
         check_module_input(name, X, model)
     if enc_X.shape[0] != dec_X.shape[0]:
         raise ValueError(
-            f"enc_X (B, T) and dec_X (B, Q) must have the same B, got "
+            f"{src} (B, T) and {tgt} (B, Q) must have the same B, got "
             f"{tuple(enc_X.shape)} and {tuple(dec_X.shape)}"
         )
-    check_valid_lens(
-        "enc_valid_lens", enc_valid_lens, *enc_X.shape, like=("enc_X", enc_X)
-    )
+    check_valid_lens(lens, enc_valid_lens, *enc_X.shape, like=(src, enc_X))
 
 
 def check_floats(name: str, X: Any) -> None:
@@ -673,3 +677,56 @@ def check_fused_inputs(
         like=("queries", queries),
     )
     check_probability("dropout_p", dropout_p)
+
+
+def check_cpu_or_on(device: Any, **tensors: Any) -> None:
+    """Refuse tensors (by argument name) that are on neither the CPU (data
+    kept there is moved batch by batch) nor ``device`` (the model's), with
+    ValueError: a tensor elsewhere cannot be copied to the model."""
+    device = torch.device(device)
+    for name, tensor in tensors.items():
+        if tensor.device.type != "cpu" and tensor.device != device:
+            raise ValueError(
+                f"{name} must be on the CPU or on the model's device "
+                f"{device}, got a tensor on {tensor.device}"
+            )
+
+
+def check_bert_batch(
+    model: Any, tokens: Any, segments: Any, valid_lens: Any, **labels: Any
+) -> None:
+    """A data set for a BERT model: tokens and segments (N, T) integer ids,
+    valid_lens (N,) in [0, T], labels (by name) (N,) integer classes, each on
+    the CPU or on the model's device (TypeError, ValueError)."""
+    check_token_ids("tokens", tokens, None)
+    check_token_ids("segments", segments, None)
+    if segments.shape != tokens.shape:
+        raise ValueError(
+            f"segments must have the shape of tokens {tuple(tokens.shape)}, "
+            f"got {tuple(segments.shape)}"
+        )
+    check_valid_lens("valid_lens", valid_lens, *tokens.shape)
+    for name, label in labels.items():
+        check_tensor(name, label, 1, "(N,)")
+        check_integer_dtype(name, label, "class ids")
+    device = next(iter(model.parameters())).device
+    check_cpu_or_on(
+        device,
+        tokens=tokens,
+        segments=segments,
+        valid_lens=valid_lens,
+        **labels,
+    )
+
+
+def check_str(name: str, value: Any) -> None:
+    """Refuse anything but a str (a sentence, a label, a choice) with
+    TypeError."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+
+
+def check_grad_clip(grad_clip: Any) -> None:
+    """Refuse a grad_clip that is neither None nor a finite number > 0."""
+    if grad_clip is not None:
+        check_positive_number("grad_clip", grad_clip)

@@ -36,6 +36,7 @@ from course_pkg.checks import (
     check_integer_dtype,
     check_positive_int,
     check_sentences,
+    check_str,
 )
 
 Pair = tuple[str, str]
@@ -73,7 +74,12 @@ def normalise(text: str) -> str:
 
 
 def tokenize(sentence: str) -> list[str]:
-    """Split a normalised sentence on whitespace: ``"je la vois ."`` -> ``["je", "la", "vois", "."]``."""
+    """Split a normalised sentence on whitespace: ``"je la vois ."`` -> ``["je", "la", "vois", "."]``.
+
+    Raises:
+        TypeError: if sentence is not a str.
+    """
+    check_str("sentence", sentence)
     return sentence.split()
 
 
@@ -245,6 +251,7 @@ def truncate_pad(ids: Sequence[int], num_steps: int, pad: int) -> list[int]:
         ValueError: if num_steps is negative.
     """
     check_int("num_steps", num_steps)
+    check_int("pad", pad)
     if num_steps < 0:
         raise ValueError(f"num_steps must be >= 0, got {num_steps}")
     ids = list(ids[:num_steps])

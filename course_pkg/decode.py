@@ -33,6 +33,7 @@ from course_pkg.checks import (
     check_ids,
     check_nonnegative_number,
     check_positive_int,
+    check_same_device,
     check_sentences,
     check_token_ids,
     check_valid_lens,
@@ -157,6 +158,7 @@ def sequence_log_prob(
     embedding = getattr(model.decoder, "embedding", None)  # V, if known
     vocab_size = getattr(embedding, "num_embeddings", None)
     check_token_ids("tokens", tokens, vocab_size)
+    check_same_device(src=src, tokens=tokens)
     check_ids(bos=bos, eos=eos)
     if tokens.shape[0] != src.shape[0]:
         raise ValueError(

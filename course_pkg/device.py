@@ -15,7 +15,7 @@ import random
 import numpy as np
 import torch
 
-from course_pkg.checks import device_available
+from course_pkg.checks import check_device, device_available
 
 
 def get_device() -> torch.device:
@@ -94,7 +94,9 @@ def describe_device(device: torch.device | str) -> str:
     Returns:
         E.g. ``"torch 2.14.1, device cpu, 2 threads"``.
     """
-    device = torch.device(device)
+    if device is None:
+        raise TypeError("device must be a torch.device or str, got NoneType")
+    device = check_device("device", device)
     if device.type == "cuda":
         where = f" ({torch.cuda.get_device_name(device)})"
     else:

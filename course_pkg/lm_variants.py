@@ -37,7 +37,12 @@ import torch
 from torch import nn
 
 from course_pkg.attention import KVCache
-from course_pkg.checks import check_features, check_sizes, check_tensor
+from course_pkg.checks import (
+    check_block_sizes,
+    check_features,
+    check_sizes,
+    check_tensor,
+)
 from course_pkg.gpt import GPT
 from course_pkg.lm_translation import GPTSettings
 from course_pkg.modern_block import (
@@ -170,6 +175,9 @@ class VariantGPT(GPT):
     ):
         check_placement(placement)
         check_block_options(norm, ffn)
+        check_block_sizes(
+            num_hiddens, ffn_num_hiddens, num_heads, dropout, num_kv_heads
+        )
         super().__init__(
             vocab_size,
             num_hiddens,

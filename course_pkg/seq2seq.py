@@ -252,8 +252,17 @@ class AttentionGRUDecoder(Decoder):
             enc_valid_lens: None or (B,) source lengths.
         Returns:
             An :class:`AttentionGRUState`.
+        Raises:
+            TypeError/ValueError: if enc_valid_lens is not None or (B,)
+                integer lengths in [0, T] on the outputs' device.
         """
         outputs, state = enc_all_outputs
+        check_valid_lens(
+            "enc_valid_lens",
+            enc_valid_lens,
+            *outputs.shape[1::-1],
+            like=("enc_all_outputs", outputs),
+        )
         return AttentionGRUState(
             outputs.transpose(0, 1), state, enc_valid_lens
         )

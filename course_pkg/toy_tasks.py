@@ -26,6 +26,8 @@ from torch import nn
 from course_pkg.attention import MultiHeadAttention
 from course_pkg.checks import (
     check_block_sizes,
+    check_cpu_or_on,
+    check_device,
     check_int,
     check_module_input,
     check_positive_int,
@@ -56,6 +58,10 @@ def neighbour_batch(
         (tokens, left, right), each (B, T) long: ``left[:, t]`` is the token
         at t - 1 and ``right[:, t]`` the one at t + 1, cyclically.
     """
+    check_sizes(
+        batch_size=batch_size, vocab_size=vocab_size, num_steps=num_steps
+    )
+    device = check_device("device", device)
     tokens = torch.randint(
         0, vocab_size, (batch_size, num_steps), generator=generator
     ).to(device)
@@ -148,6 +154,7 @@ def train_neighbour_reader(
     Returns:
         The trained model, on device.
     """
+    check_positive_int("num_heads", num_heads)
 
     def loss_of_a_batch(
         model: NeighbourReader, generator: torch.Generator
@@ -184,6 +191,12 @@ def neighbour_accuracy(
     Returns:
         (left accuracy, right accuracy), each in [0, 1].
     """
+    check_token_ids("tokens", tokens, None)
+    for name, ids in (("left", left), ("right", right)):
+        check_token_ids(name, ids, None)
+    check_cpu_or_on(
+        model.readout.weight.device, tokens=tokens, left=left, right=right
+    )
     device = model.readout.weight.device
     tokens, left, right = (t.to(device) for t in (tokens, left, right))
     with torch.no_grad():
@@ -282,6 +295,8 @@ def train_copy_back(
         TypeError: if shift or max_train_len is not an int.
         ValueError: if shift is not in [1, max_train_len - 1].
     """
+    if num_kv_heads is not None:
+        check_positive_int("num_kv_heads", num_kv_heads)
     check_positive_int("max_train_len", max_train_len)
     _check_shift(shift, max_train_len, "max_train_len")
 
@@ -328,6 +343,7 @@ def accuracy_by_position(
         TypeError: if length or shift is not an int.
         ValueError: if shift is not in [1, length - 1].
     """
+    check_int("seed", seed)
     check_positive_int("length", length)
     _check_shift(shift, length, "length")
     tokens = torch.randint(
@@ -363,6 +379,10 @@ def _train(
     """Seed, make the model (on the CPU, then moved to device), then Adam
     (lr 0.01) for num_steps steps; each call of loss_of_a_batch draws a fresh
     batch from a CPU generator seeded data_seed and scores the model on it."""
+    check_positive_int("num_steps", num_steps)
+    check_int("seed", seed)
+    check_int("data_seed", data_seed)
+    device = check_device("device", device)
     seed_everything(seed)
     model = make_model().to(device)
     generator = torch.Generator().manual_seed(data_seed)

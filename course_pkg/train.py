@@ -27,6 +27,10 @@ from torch import nn
 from tqdm import tqdm
 
 from course_pkg.checks import (
+    check_device,
+    check_finite_number,
+    check_float_dtype,
+    check_grad_clip,
     check_int,
     check_integer_dtype,
     check_logits,
@@ -110,6 +114,9 @@ def optimizer_step(
     Returns:
         The loss as a Python float.
     """
+    check_tensor("loss", loss, 0, "()")
+    check_float_dtype("loss", loss)
+    check_grad_clip(grad_clip)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if grad_clip is not None:
@@ -132,6 +139,7 @@ def training_record(
     Returns:
         dict with ``epoch_loss``, ``step_loss`` and ``train_seconds``.
     """
+    check_finite_number("start", start)
     device = _model_device(model)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -197,7 +205,11 @@ def train_seq2seq(
         check_positive_number("grad_clip", grad_clip)
     pad = getattr(tgt_vocab_or_pad, "pad", tgt_vocab_or_pad)
     check_int("tgt_vocab_or_pad (or its .pad)", pad)
-    device = _model_device(model) if device is None else torch.device(device)
+    device = (
+        _model_device(model)
+        if device is None
+        else check_device("device", device)
+    )
     if bf16 and device.type != "cuda":
         raise ValueError(f"bf16=True needs a CUDA device, got {device}")
     model.to(device)

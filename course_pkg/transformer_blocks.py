@@ -36,6 +36,7 @@ from course_pkg.checks import (
     check_probability,
     check_sizes,
     check_stack_args,
+    check_valid_lens,
 )
 
 
@@ -302,7 +303,7 @@ class TransformerDecoderBlock(nn.Module):
             (B, Q, D) and a new state whose cache for this block also holds
             the new positions (the state given is not changed).
         """
-        self_kv, cross_kv = self._caches(X, state)
+        self_kv, cross_kv = self._caches(X, state, tgt_valid_lens)
         Y = self.addnorm1(
             X,
             self.attention1.attend(
@@ -326,12 +327,19 @@ class TransformerDecoderBlock(nn.Module):
         )
 
     def _caches(
-        self, X: torch.Tensor, state: DecoderState
+        self,
+        X: torch.Tensor,
+        state: DecoderState,
+        tgt_valid_lens: torch.Tensor | None = None,
     ) -> tuple[KVCache, KVCache]:
         """Self-attention keys/values of the t positions so far (the new X
-        appended) and the cross-attention's projected encoder outputs."""
+        appended) and the cross-attention's projected encoder outputs, once
+        X, state and tgt_valid_lens are checked."""
         check_features("X", X, self.ffn.input_size, self)
         _check_state(state, self.i)
+        check_valid_lens(
+            "tgt_valid_lens", tgt_valid_lens, X.shape[0], None, like=("X", X)
+        )
         cache = state.caches[self.i]
         if cache is None:
             enc_outputs = state.enc_outputs
