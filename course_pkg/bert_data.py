@@ -17,6 +17,7 @@ import torch
 from course_pkg.checks import (
     check_ids,
     check_positive_int,
+    check_same_device,
     check_sentences,
     check_token_ids,
     check_valid_lens,
@@ -108,9 +109,8 @@ def add_second_segment(
             num_steps.
     """
     check_token_ids("first", first, None)
-    check_valid_lens(
-        "first_lens", first_lens, *first.shape, like=("first", first)
-    )
+    check_valid_lens("first_lens", first_lens, *first.shape)
+    check_same_device(first=first, first_lens=first_lens)  # both are read
     check_ids(sep_id=sep_id, pad_id=pad_id)
     check_positive_int("num_steps", num_steps)
     rows, segment_rows, lens = [], [], []

@@ -234,8 +234,9 @@ def check_valid_lens(
         batch_size: B. max_len: the longest length allowed (K for
             attention), or None for no upper bound.
         num_queries: Q, to also accept one length per query.
-        like: (name, tensor) of the tensor the lengths describe, whose
-            device they must be on, or None for any device.
+        like: (name, tensor) of the tensor the lengths describe: lengths
+            off the CPU must be on its device (lengths on the CPU serve any
+            device, they are moved), or None for any device.
     Raises:
         TypeError: if valid_lens is not a tensor of an integer dtype.
         ValueError: if its shape does not fit, or (on the CPU) a length is
@@ -254,7 +255,7 @@ def check_valid_lens(
             f"got {type(valid_lens).__name__}"
         )
     check_integer_dtype(name, valid_lens)
-    if like is not None:
+    if like is not None and valid_lens.device.type != "cpu":
         check_same_device(**{like[0]: like[1], name: valid_lens})
     if tuple(valid_lens.shape) not in shapes:
         raise ValueError(

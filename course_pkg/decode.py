@@ -31,6 +31,7 @@ from torch import nn
 from course_pkg.checks import (
     check_device,
     check_ids,
+    check_module_input,
     check_nonnegative_number,
     check_positive_int,
     check_same_device,
@@ -88,7 +89,7 @@ def greedy_decode(
         TypeError/ValueError: on src or src_valid_len of the wrong type or
             shape, num_steps < 1.
     """
-    _check_src(src, src_valid_len)
+    _check_src(model, src, src_valid_len)
     check_ids(bos=bos, eos=eos)
     check_positive_int("num_steps", num_steps)
     batch_size = src.shape[0]
@@ -154,7 +155,7 @@ def sequence_log_prob(
         TypeError/ValueError: on inputs of the wrong type or shape, float
             tokens, or (on the CPU) ids outside [0, V).
     """
-    _check_src(src, src_valid_len)
+    _check_src(model, src, src_valid_len)
     embedding = getattr(model.decoder, "embedding", None)  # V, if known
     vocab_size = getattr(embedding, "num_embeddings", None)
     check_token_ids("tokens", tokens, vocab_size)
@@ -296,7 +297,7 @@ def beam_search(
         TypeError/ValueError: on src/src_valid_len/bos/eos of the wrong type
             or shape, num_steps or beam_size < 1, alpha not finite >= 0.
     """
-    _check_src(src, src_valid_len)
+    _check_src(model, src, src_valid_len)
     check_ids(bos=bos, eos=eos)
     check_positive_int("num_steps", num_steps)
     check_positive_int("beam_size", beam_size)
@@ -374,8 +375,9 @@ def translate(
 # ------------------------------------------------------------ private helpers
 
 
-def _check_src(src: Any, src_valid_len: Any) -> None:
+def _check_src(model: nn.Module, src: Any, src_valid_len: Any) -> None:
     check_token_ids("src", src, None)
+    check_module_input("src", src, model)
     check_valid_lens(
         "src_valid_len", src_valid_len, *src.shape, like=("src", src)
     )

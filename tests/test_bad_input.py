@@ -939,6 +939,8 @@ def bad_values(
 # Cases that are deliberately not refused: (key, parameter, label) -> why.
 # Each is asserted to run without error.
 EMPTY = "an empty result for a size of zero, as with an empty batch"
+CPU_LENGTHS = "lengths kept on the CPU serve tensors on any device (they are "
+CPU_LENGTHS += "moved, as documented); lengths on another device are refused"
 POSITIONS = "positions may be integers or floats of any width (documented)"
 SPLIT = "splitting or merging heads only moves numbers: any dtype is fine"
 ACCEPTED: dict[tuple[str, str, str], str] = {
@@ -951,9 +953,9 @@ ACCEPTED: dict[tuple[str, str, str], str] = {
     ): POSITIONS,
     ("rotary.RotaryEmbedding.angles", "positions", "uint8 ids"): POSITIONS,
     ("rotary.RotaryEmbedding.angles", "positions", "int16 ids"): POSITIONS,
-    ("bert.mean_over_valid", "encoded", "on meta next to cpu"): "lengths kept "
-    "on the CPU serve encoded on any device (documented); only lengths on "
-    "another accelerator are refused",
+    ("bert.mean_over_valid", "encoded", "on meta next to cpu"): CPU_LENGTHS,
+    ("bert.mask_tokens", "tokens", "on meta next to cpu"): CPU_LENGTHS,
+    ("masks.masked_softmax", "X", "on meta next to cpu"): CPU_LENGTHS,
     ("masks.sequence_mask", "max_len", "a zero size"): EMPTY + ": (B, 0)",
     ("masks.causal_mask", "num_queries", "a zero size"): EMPTY + ": (0, K)",
     ("masks.causal_mask", "num_keys", "a zero size"): EMPTY + ": (Q, 0)",
