@@ -122,11 +122,13 @@ def check_on_device(name: str, tensor: torch.Tensor, device: Any) -> None:
         )
 
 
-def check_module_input(name: str, tensor: torch.Tensor, module: Any) -> None:
+def check_module_input(
+    name: str, tensor: torch.Tensor, module: Any, *, dtype: bool = True
+) -> None:
     """Refuse a tensor on another device than ``module``'s first parameter or
-    buffer (ValueError), or, for a floating-point tensor, of another dtype than
-    its floating-point parameters outside autocast (TypeError): torch's own
-    errors would not name the argument."""
+    buffer (ValueError), or, when ``dtype``, a floating-point tensor of
+    another dtype than its floating-point parameters outside autocast
+    (TypeError): torch's own errors would not name the argument."""
     first = next(iter(module.parameters()), None)
     if first is None:
         first = next(iter(module.buffers()), None)
@@ -134,7 +136,8 @@ def check_module_input(name: str, tensor: torch.Tensor, module: Any) -> None:
         return
     check_on_device(name, tensor, first.device)
     if (
-        tensor.dtype.is_floating_point
+        dtype
+        and tensor.dtype.is_floating_point
         and first.dtype.is_floating_point
         and tensor.dtype != first.dtype
         and not torch.is_autocast_enabled(tensor.device.type)
@@ -225,6 +228,7 @@ def check_valid_lens(
     *,
     num_queries: int | None = None,
     like: tuple[str, torch.Tensor] | None = None,
+    values: bool = True,
 ) -> None:
     """Refuse lengths that cannot describe B sequences of at most max_len.
 
@@ -237,6 +241,8 @@ def check_valid_lens(
         like: (name, tensor) of the tensor the lengths describe: lengths
             off the CPU must be on its device (lengths on the CPU serve any
             device, they are moved), or None for any device.
+        values: whether to read the lengths (on the CPU) for the range
+            check; False checks the type, dtype, shape and device only.
     Raises:
         TypeError: if valid_lens is not a tensor of an integer dtype.
         ValueError: if its shape does not fit, or (on the CPU) a length is
@@ -261,7 +267,8 @@ def check_valid_lens(
         raise ValueError(
             f"{name} must have shape {expected}, got {tuple(valid_lens.shape)}"
         )
-    check_range(name, valid_lens, 0, max_len)
+    if values:
+        check_range(name, valid_lens, 0, max_len)
 
 
 def check_qkv(queries: Any, keys: Any, values: Any) -> None:
@@ -543,13 +550,18 @@ def check_callable(name: str, value: Any) -> None:
 
 
 def check_features(
-    name: str, X: Any, trailing: int | tuple[int, ...], module: Any = None
+    name: str,
+    X: Any,
+    trailing: int | tuple[int, ...],
+    module: Any = None,
+    *,
+    dtype: bool = True,
 ) -> None:
     """Refuse anything but a floating-point tensor whose last dimensions are
     ``trailing`` (a width D, or a layer norm's shape), on the device and of
-    the dtype of ``module``'s parameters when given: TypeError for a
-    non-tensor, an integer tensor (never cast) or another float dtype;
-    ValueError for another shape or device."""
+    the dtype of ``module``'s parameters when given (the dtype only if
+    ``dtype``): TypeError for a non-tensor, an integer tensor (never cast) or
+    another float dtype; ValueError for another shape or device."""
     trailing = (trailing,) if isinstance(trailing, int) else tuple(trailing)
     shape = "(..., " + ", ".join(map(str, trailing)) + ")"
     if not isinstance(X, torch.Tensor):
@@ -563,7 +575,7 @@ def check_features(
             f"{name} must have shape {shape}, got {tuple(X.shape)}"
         )
     if module is not None:
-        check_module_input(name, X, module)
+        check_module_input(name, X, module, dtype=dtype)
 
 
 def check_logits(name: str, scores: Any, rank: int, shape: str) -> None:
@@ -659,8 +671,10 @@ def check_fused_inputs(
 ) -> None:
     """What a fused attention call needs: queries (B, [H,] Q, d), keys
     (B, [H,] K, d), values (B, [H,] K, d_v) of one rank, one float dtype and
-    one device; valid_lens None, (B,) or (B, Q) in [0, K] on that device;
-    dropout_p in [0, 1). TypeError, ValueError naming the argument."""
+    one device; valid_lens None, (B,) or (B, Q) integer lengths on the CPU or
+    that device (their values are not read: a length outside [0, K] acts
+    clamped, as off the CPU); dropout_p in [0, 1). TypeError, ValueError
+    naming the argument."""
     for name, X in (("queries", queries), ("keys", keys), ("values", values)):
         check_tensor_type(name, X)
         if X.dim() not in (3, 4) or X.dim() != queries.dim():
@@ -676,6 +690,7 @@ def check_fused_inputs(
         keys.shape[-2],
         num_queries=queries.shape[-2],
         like=("queries", queries),
+        values=False,  # the kernel's callers check the range
     )
     check_probability("dropout_p", dropout_p)
 

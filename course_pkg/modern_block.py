@@ -64,7 +64,7 @@ class RMSNorm(nn.Module):
 
         Raises TypeError/ValueError if X is not a tensor of last width D.
         """
-        _check_width(X, self.num_hiddens, self)
+        _check_width(X, self.num_hiddens, self, dtype=False)  # half X is fine
         eps = torch.finfo(X.dtype).eps if self.eps is None else self.eps
         half = X.dtype in (torch.float16, torch.bfloat16)
         wide = X.float() if half else X
@@ -209,6 +209,9 @@ class PreNormEncoderBlock(nn.Module):
         return X + self.dropout(self.ffn(self.norm2(X)))
 
 
-def _check_width(X: object, width: int, module: nn.Module) -> None:
-    """X must be a float tensor (..., width) of module's dtype and device."""
-    check_features("X", X, width, module)
+def _check_width(
+    X: object, width: int, module: nn.Module, *, dtype: bool = True
+) -> None:
+    """X must be a float tensor (..., width) on module's device (and of its
+    dtype if ``dtype``)."""
+    check_features("X", X, width, module, dtype=dtype)

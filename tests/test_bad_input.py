@@ -62,6 +62,7 @@ from course_pkg import (
     transformer,
     transformer_blocks,
 )
+from course_pkg.train import masked_cross_entropy
 
 # ------------------------------------------------------------- discovery
 
@@ -1171,3 +1172,77 @@ def test_device_that_does_not_exist_is_refused(monkeypatch):
         monkeypatch.setenv("COURSE_DEVICE", name)
         with pytest.raises(ValueError, match="COURSE_DEVICE"):
             get_device()
+
+
+# The examples of issue 31 that the matrix above does not generate.
+ISSUE_31 = {
+    "Vocab.to_tokens(-1) is not the last token": (
+        lambda: _vocab().to_tokens(-1),
+        ValueError,
+        "indices",
+    ),
+    "Vocab.to_tokens(1.7) is not <bos>": (
+        lambda: _vocab().to_tokens(1.7),
+        TypeError,
+        "indices",
+    ),
+    "a str among token lists is not split into letters": (
+        lambda: data.Vocab([["a", "b"], "cd"]),
+        TypeError,
+        "tokens",
+    ),
+    "float64 encoder outputs for a float32 decoder": (
+        lambda: transformer.TransformerDecoder(
+            11, 8, 16, 2, 1, 0.0
+        ).init_state(_float(2, 4, 8).double(), _lens(4, 2)),
+        TypeError,
+        "enc_outputs",
+    ),
+    "a wrong width in AddNorm": (
+        lambda: transformer_blocks.AddNorm(8, 0.0)(
+            _float(2, 3, 6), _float(2, 3, 6)
+        ),
+        ValueError,
+        "X",
+    ),
+    "a block index beyond the state's caches": (
+        lambda: transformer_blocks.TransformerDecoderBlock(8, 16, 2, 0.0, 5)(
+            _float(2, 3, 8), _decoder_state()
+        ),
+        ValueError,
+        "i=5",
+    ),
+    "logits over V = 0 classes": (
+        lambda: masked_cross_entropy(
+            torch.ones(2, 3, 0), torch.zeros(2, 3, dtype=torch.long), 0
+        ),
+        ValueError,
+        "Y_hat",
+    ),
+}
+
+
+@pytest.mark.parametrize("example", list(ISSUE_31))
+def test_the_examples_of_issue_31_are_refused(example):
+    call, error, name = ISSUE_31[example]
+    with torch.random.fork_rng(devices=[]), pytest.raises(error, match=name):
+        call()
+
+
+def test_load_tatoeba_reads_a_bom_drops_empty_sides_and_keeps_the_fd(tmp_path):
+    from course_pkg.tatoeba import load_tatoeba
+
+    path = tmp_path / "pairs.txt"
+    path.write_bytes(
+        "\ufeffgo .\tva !\n\tvide\nhi .\t\nhello .\tsalut .\n".encode()
+    )
+    pairs = load_tatoeba(path)
+    assert pairs == [("go .", "va !"), ("hello .", "salut .")]
+    assert pairs.dropped == 2  # one empty English side, one empty French
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        with pytest.raises(TypeError, match="path"):
+            load_tatoeba(fd)
+        os.fstat(fd)  # still open: the caller's descriptor is not closed
+    finally:
+        os.close(fd)
