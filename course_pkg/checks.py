@@ -556,6 +556,7 @@ def check_features(
     module: Any = None,
     *,
     dtype: bool = True,
+    shape: str | None = None,
 ) -> None:
     """Refuse anything but a floating-point tensor whose last dimensions are
     ``trailing`` (a width D, or a layer norm's shape), on the device and of
@@ -563,7 +564,8 @@ def check_features(
     ``dtype``): TypeError for a non-tensor, an integer tensor (never cast) or
     another float dtype; ValueError for another shape or device."""
     trailing = (trailing,) if isinstance(trailing, int) else tuple(trailing)
-    shape = "(..., " + ", ".join(map(str, trailing)) + ")"
+    if shape is None:  # the letters of the message, e.g. "(B, T, 16)"
+        shape = "(..., " + ", ".join(map(str, trailing)) + ")"
     if not isinstance(X, torch.Tensor):
         raise TypeError(
             f"{name} must be a torch.Tensor of shape {shape}, "

@@ -212,7 +212,13 @@ class TransformerDecoder(TokenStack, Decoder):
                 device or enc_valid_lens not (B,) in [0, T].
         """
         check_tensor("enc_outputs", enc_outputs, 3, "(B, T, D)")
-        check_features("enc_outputs", enc_outputs, self.num_hiddens, self)
+        check_features(
+            "enc_outputs",
+            enc_outputs,
+            self.num_hiddens,
+            self,
+            shape=f"(B, T, {self.num_hiddens})",
+        )
         batch_size, num_steps = enc_outputs.shape[:2]
         check_valid_lens(
             "enc_valid_lens",
