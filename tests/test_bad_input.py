@@ -84,11 +84,13 @@ def public_callables() -> dict[str, Any]:
     """``"module.name"`` -> function or class, ``"module.Class.method"`` ->
     (class, method name), for every public callable of course_pkg."""
     found: dict[str, Any] = {}
-    for info in sorted(pkgutil.iter_modules(course_pkg.__path__)):
-        module = importlib.import_module(f"course_pkg.{info.name}")
+    infos = pkgutil.walk_packages(course_pkg.__path__, "course_pkg.")
+    for info in sorted(infos, key=lambda info: info.name):
+        module = importlib.import_module(info.name)
+        short = info.name.removeprefix("course_pkg.")
         for name in _public_names(module):
             obj = getattr(module, name)
-            key = f"{info.name}.{name}"
+            key = f"{short}.{name}"
             found[key] = obj
             if not inspect.isclass(obj):
                 continue
@@ -108,6 +110,10 @@ def public_callables() -> dict[str, Any]:
 NOT_SWEPT = {
     "checks": "the validators themselves: refusing their argument "
     "is their job; every case below goes through them",
+    "flash.check_flash_inputs": "a validator, as those of checks",
+    "kernels.flash_triton": "Triton kernels: they run on a CUDA GPU only "
+    "(tests/test_flash_triton.py checks check_kernel_inputs, which runs "
+    "before any launch, on the Triton interpreter)",
     "data_parallel.setup_process_group": "joins a torch.distributed process "
     "group (needs torchrun's environment); tested in test_distributed",
     "data_parallel.process_group": "the same, as a context manager",
@@ -228,6 +234,14 @@ def _decoder_state() -> transformer_blocks.DecoderState:
     )
 
 
+FLASH = dict(
+    queries=_float(2, 2, 3, 4),
+    keys=_float(2, 2, 4, 4),
+    values=_float(2, 2, 4, 4),
+    valid_lens=_lens(4, 2),
+    block_q=2,
+    block_k=2,
+)
 QKV = dict(
     queries=_float(2, 3, 8), keys=_float(2, 4, 8), values=_float(2, 4, 8)
 )
@@ -700,6 +714,17 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
     ),
     "gpt.GPT.forward_with_cache": lambda: dict(X=_ids()),
     "lm_variants.VariantGPT.forward_with_cache": lambda: dict(X=_ids()),
+    "flash.flash_forward": lambda: dict(FLASH),
+    "flash.flash_attention": lambda: dict(FLASH),
+    "flash.standard_attention": lambda: dict(
+        queries=FLASH["queries"], keys=FLASH["keys"], values=FLASH["values"]
+    ),
+    "flash.flash_backward": lambda: dict(
+        FLASH,
+        output=_float(2, 2, 3, 4),
+        lse=_float(2, 2, 3),
+        grad_output=_float(2, 2, 3, 4),
+    ),
     "distributed.build_model": lambda: dict(
         name="transformer", src_vocab_size=11, tgt_vocab_size=11
     ),
