@@ -103,12 +103,7 @@ def blockwise_attention(
             f"causal attention needs K >= Q, got Q={num_queries}, K={num_keys}"
         )
     check_valid_lens(
-        "valid_lens",
-        valid_lens,
-        batch_size,
-        num_keys,
-        num_queries=num_queries,
-        like=("queries", queries),
+        "valid_lens", valid_lens, batch_size, num_keys, num_queries=num_queries
     )
 
     scale = 1.0 / math.sqrt(head_width)

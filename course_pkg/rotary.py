@@ -20,7 +20,6 @@ import torch
 from torch import nn
 
 from course_pkg.checks import (
-    check_float_dtype,
     check_positive_number,
     check_tensor,
 )
@@ -92,12 +91,11 @@ class RotaryEmbedding(nn.Module):
             ValueError: if X has rank < 2 or last dimension != d, or offset
                 < 0.
         """
-        if not isinstance(X, torch.Tensor):
+        if not isinstance(X, torch.Tensor) or not X.is_floating_point():
             raise TypeError(
-                f"X must be a torch.Tensor of shape (..., T, {self.head_width}), "
-                f"got {type(X).__name__}"
+                f"X must be a float torch.Tensor of shape (..., T, {self.head_width}), "
+                f"got {getattr(X, 'dtype', type(X).__name__)}"
             )
-        check_float_dtype("X", X)
         if X.dim() < 2 or X.shape[-1] != self.head_width:
             raise ValueError(
                 f"X must have shape (..., T, {self.head_width}), "

@@ -108,9 +108,7 @@ class AddNorm(nn.Module):
 
     def __init__(self, norm_shape: int | tuple[int, ...], dropout: float):
         super().__init__()
-        shape = norm_shape if isinstance(norm_shape, tuple) else (norm_shape,)
-        check_sizes(**{f"norm_shape[{i}]": n for i, n in enumerate(shape)})
-        check_probability("dropout", dropout)
+        _check_norm_args(norm_shape, dropout)
         self.dropout = nn.Dropout(dropout)
         self.ln = nn.LayerNorm(norm_shape)
 
@@ -120,8 +118,7 @@ class AddNorm(nn.Module):
         Raises TypeError if X or Y is not a float tensor of the model's
         dtype, ValueError if they differ in shape or do not end in norm_shape.
         """
-        for name, tensor in (("X", X), ("Y", Y)):
-            check_features(name, tensor, self.ln.normalized_shape, self)
+        _check_residual(X, Y, self)
         if X.shape != Y.shape:
             raise ValueError(
                 "X and Y must have the same shape, "
@@ -364,3 +361,22 @@ def _check_state(state: DecoderState, i: int) -> None:
             f"state.caches has {len(state.caches)} entries, so block index "
             f"i={i} is out of range (state from a decoder with fewer blocks?)"
         )
+
+
+def _check_norm_args(
+    norm_shape: int | tuple[int, ...], dropout: float
+) -> None:
+    """AddNorm's arguments: norm_shape an int >= 1 or a tuple of them,
+    dropout in [0, 1) (TypeError, ValueError)."""
+    shape = norm_shape if isinstance(norm_shape, tuple) else (norm_shape,)
+    check_sizes(**{f"norm_shape[{i}]": n for i, n in enumerate(shape)})
+    check_probability("dropout", dropout)
+
+
+def _check_residual(
+    X: torch.Tensor, Y: torch.Tensor, add_norm: AddNorm
+) -> None:
+    """X and Y: float tensors ending in the norm's shape, of the layer's dtype
+    and on its device (TypeError, ValueError)."""
+    for name, tensor in (("X", X), ("Y", Y)):
+        check_features(name, tensor, add_norm.ln.normalized_shape, add_norm)
