@@ -42,6 +42,10 @@ RUNS = {
         "--device cpu --threads 1 --epochs 1 --limit 128",
         ["pairs train/val/test 128/128/128", "Bahdanau / GRU seq2seq"],
     ),
+    "recipe.py": (
+        "--device cpu --threads 1 --seeds 1 --epochs 1 --limit 64",
+        ["over 1 seeds: min / mean / max", "| smoothing |", "| warmup |"],
+    ),
     "ddp.py": (
         "--device cpu --batch 8 --steps 2 --warmup 1 --num-pairs 64",
         ["2 processes / 1: tokens/s", "cost model:"],
