@@ -116,7 +116,12 @@ def calibration(model: Transformer, loader, pad: int) -> tuple[float, float]:
 
 def main() -> None:
     options = parser(__doc__, threads=1)
-    options.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1")
+    options.add_argument(
+        "--seeds", type=int, default=10, help="how many seeds"
+    )
+    options.add_argument(
+        "--first-seed", type=int, default=0, help="seeds first..first+N-1"
+    )
     options.add_argument("--epochs", type=int, default=len(CHAPTER_LR))
     options.add_argument(
         "--limit", type=int, help="first N pairs of each split"
@@ -133,12 +138,12 @@ def main() -> None:
     test_ref = [tgt.split() for _, tgt in splits[2]]
     print(
         f"pairs train/val/test {'/'.join(str(len(s)) for s in splits)}, "
-        f"{args.epochs} epochs, seeds 0-{args.seeds - 1}"
+        f"{args.epochs} epochs, seeds {args.first_seed}-{args.first_seed + args.seeds - 1}"
     )
     rows: dict[str, list[tuple[float, float, float, float]]] = {
         r: [] for r in RECIPES
     }
-    for seed in range(args.seeds):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         for recipe in RECIPES:
             data = translation_dataloaders(
                 splits,
