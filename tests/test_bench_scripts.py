@@ -46,6 +46,16 @@ RUNS = {
         "--device cpu --threads 1 --seeds 1 --epochs 1 --limit 64",
         ["over 1 seeds: min / mean / max", "| smoothing |", "| warmup |"],
     ),
+    "flash.py": (
+        "--device cpu --threads 1 --lengths 64 128 --heads 2 --width 16"
+        " --block 32 --warmup 1 --repeats 1",
+        [
+            "all paths agree with sdpa-math",
+            "forward+backward: peak memory, MiB (ratio to sdpa)",
+            "ours-triton not timed",
+            "ours-pytorch",
+        ],
+    ),
     "ddp.py": (
         "--device cpu --batch 8 --steps 2 --warmup 1 --num-pairs 64",
         ["2 processes / 1: tokens/s", "cost model:"],

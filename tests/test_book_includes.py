@@ -132,4 +132,13 @@ def test_the_reference_page_documents_every_module():
     modules = {p.stem for p in (ROOT / "course_pkg").glob("*.py")} - {
         "__init__"
     }
+    # subpackages (course_pkg.kernels) and their modules
+    for init in (ROOT / "course_pkg").glob("*/__init__.py"):
+        modules.add(init.parent.name)
+        for module in init.parent.glob("*.py"):
+            if module.stem != "__init__":
+                assert (
+                    f"automodule:: course_pkg.{init.parent.name}.{module.stem}"
+                    in api
+                )
     assert documented == modules

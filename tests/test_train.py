@@ -306,6 +306,7 @@ def test_settings_are_shared_and_frozen():
 # ----------------------------------------------------------------------------- checkpoints
 
 
+@pytest.mark.usefixtures("float64")
 def test_checkpoint_round_trip_and_resume(tmp_path):
     batches = copy_task_batches(num_batches=3)
     straight = tiny_model(attention=True)
@@ -344,7 +345,7 @@ def test_checkpoint_round_trip_and_resume(tmp_path):
     for (name, a), (_, b) in zip(
         straight.state_dict().items(), resumed.state_dict().items()
     ):
-        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7, msg=name)
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12, msg=name)
 
 
 def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
