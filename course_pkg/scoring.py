@@ -25,6 +25,7 @@ from course_pkg.checks import (
     check_fused_inputs,
     check_last_dim,
     check_probability,
+    check_shape,
     check_sizes,
 )
 from course_pkg.masks import attention_mask, hide_unseen, masked_softmax
@@ -49,14 +50,25 @@ class ScoredAttention(nn.Module):
         check_sizes(query_size=query_size, key_size=key_size)
         check_probability("dropout", dropout)
         self.query_size, self.key_size = query_size, key_size
+        # the width of project_keys(keys); a subclass that projects changes it
+        self.projected_key_size = key_size
         self.dropout = nn.Dropout(dropout)
         self.attention_weights: torch.Tensor | None = None
+
+    def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
+        """The keys as :meth:`scores` reads them, here unchanged: (B, K, d_k).
+
+        It does not depend on the queries, so a decoder that reads the same
+        keys at every step can compute it once per sequence and pass it to
+        :meth:`forward` as ``projected_keys``.
+        """
+        return keys
 
     def scores(
         self, queries: torch.Tensor, keys: torch.Tensor
     ) -> torch.Tensor:  # pragma: no cover - abstract
-        """Unnormalised scores: queries (B, Q, d_q), keys (B, K, d_k) ->
-        (B, Q, K)."""
+        """Unnormalised scores: queries (B, Q, d_q), keys
+        ``project_keys(keys)`` (B, K, ·) -> (B, Q, K)."""
         raise NotImplementedError
 
     def forward(
@@ -65,12 +77,16 @@ class ScoredAttention(nn.Module):
         keys: torch.Tensor,
         values: torch.Tensor,
         valid_lens: torch.Tensor | None = None,
+        *,
+        projected_keys: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Attend.
 
         Args:
             queries: (B, Q, d_q). keys: (B, K, d_k). values: (B, K, d_v).
             valid_lens: None, (B,) or (B, Q) numbers of valid keys.
+            projected_keys: None, or ``project_keys(keys)`` computed once by
+                the caller (B, K, ``projected_key_size``).
         Returns:
             (B, Q, d_v).
         Raises:
@@ -85,8 +101,13 @@ class ScoredAttention(nn.Module):
             query_size=self.query_size,
             key_size=self.key_size,
         )
+        if projected_keys is None:
+            projected_keys = self.project_keys(keys)
+        else:
+            shape = (*keys.shape[:2], self.projected_key_size)
+            check_shape("projected_keys", projected_keys, shape, "(B, K, ·)")
         self.attention_weights = masked_softmax(
-            self.scores(queries, keys), valid_lens
+            self.scores(queries, projected_keys), valid_lens
         )
         mask = attention_mask(
             valid_lens, queries.shape[1], keys.shape[1], False, values.device
@@ -123,13 +144,19 @@ class AdditiveAttention(ScoredAttention):
         self.W_k = nn.Linear(self.key_size, num_hiddens, bias=False)
         self.W_q = nn.Linear(self.query_size, num_hiddens, bias=False)
         self.w_v = nn.Linear(num_hiddens, 1, bias=False)
+        self.projected_key_size = num_hiddens
+
+    def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
+        """keys (B, K, d_k) -> W_k k (B, K, num_hiddens): computed once per
+        sequence by a decoder, as Bahdanau et al. (2015, App. A.1.2) do."""
+        return self.W_k(keys)
 
     def scores(
         self, queries: torch.Tensor, keys: torch.Tensor
     ) -> torch.Tensor:
-        """queries (B, Q, d_q), keys (B, K, d_k) -> (B, Q, K) scores."""
+        """queries (B, Q, d_q), keys W_k k (B, K, num_hiddens) -> (B, Q, K)."""
         features = torch.tanh(
-            self.W_q(queries).unsqueeze(2) + self.W_k(keys).unsqueeze(1)
+            self.W_q(queries).unsqueeze(2) + keys.unsqueeze(1)
         )  # (B, Q, K, num_hiddens)
         return self.w_v(features).squeeze(-1)
 

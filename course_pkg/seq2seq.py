@@ -220,6 +220,17 @@ class AttentionGRUState(NamedTuple):
     enc_valid_lens: torch.Tensor | None
 
 
+class BahdanauState(NamedTuple):
+    """The state of a :class:`Seq2SeqAttentionDecoder`: the fields of
+    :class:`AttentionGRUState`, and ``projected_keys`` (B, T, D), the keys
+    W_k h_i, projected once per sequence by ``init_state``."""
+
+    enc_outputs: torch.Tensor
+    hidden: torch.Tensor
+    enc_valid_lens: torch.Tensor | None
+    projected_keys: torch.Tensor
+
+
 class AttentionGRUDecoder(Decoder):
     """A GRU decoder that attends over the encoder outputs (Bahdanau, Luong).
 
@@ -352,13 +363,35 @@ class Seq2SeqAttentionDecoder(AttentionGRUDecoder):
         self.dense = nn.Linear(D, vocab_size)
         self.apply(init_seq2seq)
 
+    _state_type = BahdanauState
+
+    def init_state(
+        self,
+        enc_all_outputs: tuple[torch.Tensor, torch.Tensor],
+        enc_valid_lens: torch.Tensor | None = None,
+        *args: Any,
+    ) -> BahdanauState:
+        """:class:`AttentionGRUDecoder`'s state, and the keys W_k h_i
+        (B, T, D): they do not depend on the step, so they are projected
+        once per sequence (Bahdanau et al., 2015, App. A.1.2)."""
+        state = super().init_state(enc_all_outputs, enc_valid_lens)
+        keys = self.attention.project_keys(state.enc_outputs)
+        return BahdanauState(*state, keys)
+
+    def _check_state(self, state: Any, batch_size: int) -> None:
+        """The base class's checks, and projected_keys (B, T, D)."""
+        super()._check_state(state, batch_size)
+        shape = (*state[0].shape[:2], self.num_hiddens)
+        check_shape("state.projected_keys", state[3], shape, "(B, T, D)")
+
     def _decode(
         self,
         embs: torch.Tensor,
         enc_outputs: torch.Tensor,
         hidden: torch.Tensor,
         enc_valid_lens: torch.Tensor | None,
-    ) -> tuple[torch.Tensor, torch.Tensor, AttentionGRUState]:
+        keys: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, BahdanauState]:
         """Embeddings (Q, B, E) -> Y (B, Q, V), weights (B, Q, T), state."""
         outputs, weights = [], []
         # The query of a step is the state the previous step left, so the
@@ -366,7 +399,11 @@ class Seq2SeqAttentionDecoder(AttentionGRUDecoder):
         for emb in embs:  # (B, E)
             query = hidden[-1].unsqueeze(1)  # (B, 1, D)
             context = self.attention(
-                query, enc_outputs, enc_outputs, enc_valid_lens
+                query,
+                enc_outputs,
+                enc_outputs,
+                enc_valid_lens,
+                projected_keys=keys,
             )  # (B, 1, D)
             step_input = torch.cat((context, emb.unsqueeze(1)), dim=-1)
             step_input = step_input.transpose(0, 1)  # (1, B, D + E)
@@ -374,7 +411,7 @@ class Seq2SeqAttentionDecoder(AttentionGRUDecoder):
             outputs.append(output)
             weights.append(self.attention.attention_weights)  # (B, 1, T)
         Y = self.dense(torch.cat(outputs, dim=0)).transpose(0, 1)  # (B, Q, V)
-        state = AttentionGRUState(enc_outputs, hidden, enc_valid_lens)
+        state = BahdanauState(enc_outputs, hidden, enc_valid_lens, keys)
         return Y, torch.cat(weights, dim=1), state
 
 

@@ -34,7 +34,9 @@ from course_pkg.checks import (
     check_int,
     check_integer_dtype,
     check_logits,
+    check_positive_int,
     check_positive_number,
+    check_probability,
     check_range,
     check_same_device,
     check_tensor,
@@ -44,18 +46,27 @@ from course_pkg.checks import (
 
 
 def masked_cross_entropy(
-    Y_hat: torch.Tensor, Y: torch.Tensor, pad: int
+    Y_hat: torch.Tensor,
+    Y: torch.Tensor,
+    pad: int,
+    *,
+    label_smoothing: float = 0.0,
 ) -> torch.Tensor:
     """Mean cross-entropy over the target positions that are not padding.
 
-    Equals ``F.cross_entropy(Y_hat.transpose(1, 2), Y, ignore_index=pad)``;
-    written out so the chapter can show where the mask enters. Scores at
-    padding positions do not affect the value or the gradient (as long as they
-    are finite).
+    Equals ``F.cross_entropy(Y_hat.transpose(1, 2), Y, ignore_index=pad,
+    label_smoothing=label_smoothing)``; written out so the chapter can show
+    where the mask enters. Scores at padding positions do not affect the value
+    or the gradient (as long as they are finite).
+
+    With label smoothing eps (Szegedy et al., 2016; Vaswani et al., 2017 use
+    0.1) the target is (1 - eps) on the reference token plus eps / V on every
+    token: per position the loss is
+    (1 - eps) * (-log p_y) + eps * mean_v(-log p_v).
 
     Args:
         Y_hat: (B, T, V) unnormalised scores. Y: (B, T) target ids. pad: the
-            padding id.
+            padding id. label_smoothing: eps in [0, 1).
     Returns:
         Scalar tensor: the sum of -log p(y) over non-pad positions divided by
         their number (0 if none).
@@ -71,6 +82,7 @@ def masked_cross_entropy(
     check_integer_dtype("Y", Y)
     check_same_device(Y_hat=Y_hat, Y=Y)
     check_int("pad", pad)
+    check_probability("label_smoothing", label_smoothing)
     if tuple(Y.shape) != tuple(Y_hat.shape[:2]):
         raise ValueError(
             f"Y must have shape (B, T)={tuple(Y_hat.shape[:2])} to match "
@@ -87,6 +99,9 @@ def masked_cross_entropy(
     # a pad id outside [0, V) (e.g. -100) is gathered as 0, then masked out
     targets = Y.long().masked_fill(~mask, 0).unsqueeze(-1)
     nll = -log_probs.gather(-1, targets).squeeze(-1)  # (B, T)
+    if label_smoothing:
+        uniform = -log_probs.mean(dim=-1)  # (B, T)
+        nll = (1 - label_smoothing) * nll + label_smoothing * uniform
     # where (not a product) so an inf at a pad position cannot turn the sum
     # into NaN
     total = torch.where(mask, nll, torch.zeros_like(nll)).sum()
@@ -123,6 +138,33 @@ def linear_warmup(step: int, warmup_steps: int) -> float:
     if warmup_steps == 0:
         return 1.0
     return min(step / warmup_steps, 1.0)
+
+
+def warmup_inverse_sqrt(
+    optimizer: torch.optim.Optimizer, num_hiddens: int, warmup_steps: int
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """The learning rate of Vaswani et al. (2017, eq. 3), step by step:
+
+    lr(s) = D^-1/2 * min(s^-1/2, s * warmup_steps^-3/2),  s = 1, 2, ...
+
+    a linear warm-up to D^-1/2 * warmup_steps^-1/2 at s = warmup_steps, then a
+    decay like 1/sqrt(s). The optimizer's own lr must be 1 (it multiplies).
+
+    Args:
+        optimizer: its param groups get the rate. num_hiddens: D.
+        warmup_steps: steps of warm-up, >= 1.
+    Returns:
+        A ``LambdaLR``; call its ``step()`` after every optimizer step (as
+        :func:`train_seq2seq` does with ``scheduler=``).
+    """
+    check_positive_int("num_hiddens", num_hiddens)
+    check_positive_int("warmup_steps", warmup_steps)
+
+    def rate(step: int) -> float:  # LambdaLR counts from 0
+        s = step + 1
+        return num_hiddens**-0.5 * min(s**-0.5, s * warmup_steps**-1.5)
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
 
 
 # -------------------------------------------------------------------- the loop
@@ -196,6 +238,8 @@ def train_seq2seq(
     progress: bool | None = None,
     *,
     optimizer: torch.optim.Optimizer | None = None,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+    label_smoothing: float = 0.0,
 ) -> dict[str, Any]:
     """Train an encoder–decoder: teacher forcing, Adam, gradient clipping.
 
@@ -218,6 +262,9 @@ def train_seq2seq(
         optimizer: an optimizer over model's parameters to continue with (e.g.
             restored by :func:`~course_pkg.checkpoint.load_checkpoint`); None makes a fresh
             ``Adam(lr=lr)``.
+        scheduler: None, or a scheduler of that optimizer stepped after every
+            batch (e.g. :func:`warmup_inverse_sqrt`).
+        label_smoothing: eps of :func:`masked_cross_entropy`.
     Returns:
         dict with ``epoch_loss`` (list, token-weighted mean loss per epoch),
         ``step_loss`` (list, one per batch), ``train_seconds``,
@@ -259,8 +306,12 @@ def train_seq2seq(
             src, src_valid_len, tgt_in, tgt_out = (t.to(device) for t in batch)
             with torch.autocast(device.type, torch.bfloat16, enabled=bf16):
                 Y_hat = model(src, tgt_in, src_valid_len)
-            loss = masked_cross_entropy(Y_hat, tgt_out, pad)
+            loss = masked_cross_entropy(
+                Y_hat, tgt_out, pad, label_smoothing=label_smoothing
+            )
             step_loss.append(optimizer_step(model, optimizer, loss, grad_clip))
+            if scheduler is not None:
+                scheduler.step()
             batch_tokens = int((tgt_out != pad).sum())
             loss_sum += step_loss[-1] * batch_tokens
             epoch_tokens += batch_tokens

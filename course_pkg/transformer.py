@@ -317,6 +317,10 @@ class Transformer(EncoderDecoder):
         num_blks: blocks in each stack. dropout: everywhere.
         use_bias: biases in attention.
         max_len: longest source and target accepted.
+        share_embeddings: the output layer's weight is the decoder's
+            embedding matrix (V, D), one parameter (Press and Wolf, 2017;
+            Vaswani et al., 2017, sec. 3.4; the paper also shares the source
+            embedding, which needs a joint vocabulary).
     Attributes:
         settings: the sizes above, as a :class:`TransformerSettings`.
         encoder: a :class:`TransformerEncoder`.
@@ -335,6 +339,7 @@ class Transformer(EncoderDecoder):
         use_bias: bool = False,
         *,
         max_len: int = 1000,
+        share_embeddings: bool = False,
     ):
         check_sizes(
             src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size
@@ -353,6 +358,8 @@ class Transformer(EncoderDecoder):
             TransformerDecoder(tgt_vocab_size, **settings.as_dict()),
         )
         self.settings = settings
+        if share_embeddings:
+            self.decoder.dense.weight = self.decoder.embedding.weight
 
     @classmethod
     def from_settings(
@@ -360,9 +367,16 @@ class Transformer(EncoderDecoder):
         src_vocab_size: int,
         tgt_vocab_size: int,
         settings: TransformerSettings = TransformerSettings(),
+        *,
+        share_embeddings: bool = False,
     ) -> Transformer:
         """A Transformer of the given sizes (default: the chapter's)."""
-        return cls(src_vocab_size, tgt_vocab_size, **settings.as_dict())
+        return cls(
+            src_vocab_size,
+            tgt_vocab_size,
+            **settings.as_dict(),
+            share_embeddings=share_embeddings,
+        )
 
     def forward(
         self,

@@ -136,6 +136,9 @@ NOT_SWEPT = {
     "prints it: forward checks the inputs (check_attention_inputs), then "
     "calls it; swept through forward",
     "scoring.LuongAttention.scores": "the same",
+    "scoring.AdditiveAttention.project_keys": "the keys' projection, done "
+    "once per sequence by forward (and the decoders) after their checks",
+    "scoring.LuongAttention.project_keys": "the same",
 }
 
 # A parameter whose message names the role of the bad value instead: the
@@ -1118,6 +1121,7 @@ NOT_YET_COVERED = {
     "speculative.speculative_generate",
     "speculative.measure_speculation",
     "toy_tasks.copy_back_at_lengths",
+    "train.warmup_inverse_sqrt",
 }
 
 
