@@ -25,6 +25,8 @@ from torch import nn
 
 from course_pkg.checks import (
     check_attention_inputs,
+    check_features,
+    check_heads,
     check_positive_int,
     check_probability,
 )
@@ -39,6 +41,7 @@ def transpose_qkv(X: torch.Tensor, num_heads: int) -> torch.Tensor:
     Returns:
         (B * H, T, D / H); rows b*H .. b*H + H - 1 are the heads of example b.
     """
+    check_heads(X, num_heads, -1, "(B, T, D)")
     batch_size, num_steps, num_hiddens = X.shape
     X = X.reshape(
         batch_size, num_steps, num_heads, num_hiddens // num_heads
@@ -56,6 +59,7 @@ def transpose_output(X: torch.Tensor, num_heads: int) -> torch.Tensor:
     Returns:
         (B, T, D), the heads concatenated along the last axis.
     """
+    check_heads(X, num_heads, 0, "(B * H, T, D / H)")
     folded, num_steps, head_width = X.shape
     X = X.reshape(
         folded // num_heads, num_heads, num_steps, head_width
@@ -220,6 +224,8 @@ class MultiHeadAttention(nn.Module):
             A new :class:`KVCache` of K_past + K_new positions; ``past`` is
             not changed.
         """
+        check_features("keys", keys, self.W_k.in_features, self)
+        check_features("values", values, self.W_v.in_features, self)
         new = KVCache(self.W_k(keys), self.W_v(values))  # (B, K_new, D) each
         return new if past is None else past.extend(new, dim=1)
 

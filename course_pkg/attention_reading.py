@@ -23,6 +23,14 @@ from typing import NamedTuple
 
 import torch
 
+from course_pkg.checks import (
+    check_floats,
+    check_same_device,
+    check_same_float_dtype,
+    check_source_target,
+    check_token_ids,
+)
+
 # English adjective -> the start of every French form of it (agreement changes
 # the ending only: noir, noire, noirs, noires; fatigué, fatiguée, ...).
 POSTPOSED_ADJECTIVES: dict[str, str] = {
@@ -88,8 +96,7 @@ def adjective_attention(
         ValueError: if the lengths disagree or weights is not (N, S, T) large
             enough, or no adjective row was found (nothing to measure).
     """
-    if not isinstance(weights, torch.Tensor):
-        raise TypeError(f"weights must be a tensor, got {type(weights)}")
+    check_floats("weights", weights)
     for name, lists in (
         ("sources", sources),
         ("outputs", outputs),
@@ -227,8 +234,19 @@ def seq2seq_attribution(
         attributions (B, S, T) signed, and the decoder's attention weights
         (B, S, T) (None if the decoder keeps none).
     Raises:
-        ValueError: if tgt_in and tgt_out differ in shape.
+        TypeError: if an argument is not a tensor of integer ids/lengths.
+        ValueError: if tgt_in and tgt_out differ in shape, or a tensor is
+            not on the model's device.
     """
+    check_source_target(
+        model,
+        src,
+        tgt_in,
+        src_valid_len,
+        names=("src", "tgt_in", "src_valid_len"),
+    )
+    check_token_ids("tgt_out", tgt_out, None)
+    check_same_device(tgt_in=tgt_in, tgt_out=tgt_out)
     if tgt_in.shape != tgt_out.shape:
         raise ValueError(
             f"tgt_in {tuple(tgt_in.shape)} and tgt_out "
@@ -301,6 +319,7 @@ def compare_rankings(
     for name, value in (("first", first), ("second", second)):
         if not isinstance(value, torch.Tensor):
             raise TypeError(f"{name} must be a tensor, got {type(value)}")
+    check_same_float_dtype(first=first, second=second)
     if first.dim() != 3 or first.shape != second.shape:
         raise ValueError(
             "first and second must both be (N, S, T), got "

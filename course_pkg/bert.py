@@ -26,6 +26,10 @@ import torch
 from torch import nn
 
 from course_pkg.checks import (
+    check_features,
+    check_float_tensor,
+    check_on_device,
+    check_sizes,
     check_stack_args,
     check_tensor_type,
     check_token_ids,
@@ -79,7 +83,9 @@ def mask_tokens(
     check_token_ids("tokens", tokens, vocab_size)
     if valid_lens is None:
         raise TypeError("valid_lens must be a torch.Tensor of shape (B,)")
-    check_valid_lens("valid_lens", valid_lens, *tokens.shape)
+    check_valid_lens(
+        "valid_lens", valid_lens, *tokens.shape, like=("tokens", tokens)
+    )
     if not isinstance(mask_prob, (int, float)) or isinstance(mask_prob, bool):
         raise TypeError(f"mask_prob must be a float, got {mask_prob!r}")
     if not 0.0 <= mask_prob <= 1.0:
@@ -173,14 +179,16 @@ class BERTEncoder(nn.Module):
             TypeError/ValueError: naming the argument, on a wrong dtype or
                 shape, ids out of range or T > max_len.
         """
-        check_token_ids("tokens", tokens, self.vocab_size)
-        check_token_ids("segments", segments, 2)
+        check_token_ids("tokens", tokens, self.token_embedding)
+        check_token_ids("segments", segments, self.segment_embedding)
         if segments.shape != tokens.shape:
             raise ValueError(
                 "segments must have the shape of tokens, "
                 f"{tuple(tokens.shape)}, got {tuple(segments.shape)}"
             )
-        check_valid_lens("valid_lens", valid_lens, *tokens.shape)
+        check_valid_lens(
+            "valid_lens", valid_lens, *tokens.shape, like=("tokens", tokens)
+        )
         if tokens.shape[1] > self.max_len:
             raise ValueError(
                 f"tokens must have T <= max_len={self.max_len}, "
@@ -205,6 +213,7 @@ class MaskLM(nn.Module):
 
     def __init__(self, vocab_size: int, num_hiddens: int):
         super().__init__()
+        check_sizes(vocab_size=vocab_size, num_hiddens=num_hiddens)
         self.num_hiddens = num_hiddens
         self.mlp = nn.Sequential(
             nn.Linear(num_hiddens, num_hiddens),
@@ -219,7 +228,7 @@ class MaskLM(nn.Module):
         Callers may pass only the positions a loss reads, as (1, n, D).
         Raises TypeError if X is not a tensor, ValueError if not (B, T, D).
         """
-        _check_outputs(X, self.num_hiddens, 0)
+        _check_outputs(X, self, 0)
         return self.mlp(X)
 
 
@@ -234,6 +243,7 @@ class CLSClassifier(nn.Module):
 
     def __init__(self, num_hiddens: int, num_classes: int):
         super().__init__()
+        check_sizes(num_hiddens=num_hiddens, num_classes=num_classes)
         self.num_hiddens = num_hiddens
         self.hidden = nn.Sequential(
             nn.Linear(num_hiddens, num_hiddens), nn.Tanh()
@@ -246,7 +256,7 @@ class CLSClassifier(nn.Module):
         Raises TypeError if X is not a tensor, ValueError if it is not
         (B, T, D) with T >= 1.
         """
-        _check_outputs(X, self.num_hiddens, 1)
+        _check_outputs(X, self, 1)
         return self.output(self.hidden(X[:, 0]))
 
 
@@ -320,6 +330,7 @@ class BERTClassifier(nn.Module):
             raise ValueError(
                 f"pooling must be 'cls' or 'mean', got {pooling!r}"
             )
+        check_sizes(num_classes=num_classes)
         self.encoder, self.pooling = encoder, pooling
         self.classifier = CLSClassifier(encoder.num_hiddens, num_classes)
 
@@ -349,7 +360,16 @@ def mean_over_valid(
         encoded: (B, T, D). valid_lens: (B,), on any device.
     Returns:
         (B, D) in encoded's dtype; zeros for a row with no valid position.
+    Raises:
+        TypeError: if encoded is not a float tensor or valid_lens not an
+            integer one.
+        ValueError: if the shapes do not fit, a length is outside [0, T], or
+            valid_lens is neither on the CPU nor on encoded's device.
     """
+    check_float_tensor("encoded", encoded, 3, "(B, T, D)")
+    check_valid_lens("valid_lens", valid_lens, *encoded.shape[:2])
+    if valid_lens.device.type != "cpu":
+        check_on_device("valid_lens", valid_lens, encoded.device)
     positions = torch.arange(encoded.shape[1], device=encoded.device)
     valid_lens = valid_lens.to(encoded.device)  # may be on the CPU
     real = (positions[None] < valid_lens[:, None]).to(encoded.dtype)  # (B, T)
@@ -369,10 +389,13 @@ def _check_int(name: str, value: int, low: int, high: int | None) -> None:
         raise ValueError(f"{name} must be >= {low}{upper}, got {value}")
 
 
-def _check_outputs(X: torch.Tensor, num_hiddens: int, min_len: int) -> None:
+def _check_outputs(X: torch.Tensor, head: nn.Module, min_len: int) -> None:
+    """X: floats (B, T >= min_len, D) of the head's dtype, on its device."""
     check_tensor_type("X", X)
+    num_hiddens = head.num_hiddens
     if X.dim() != 3 or X.shape[1] < min_len or X.shape[-1] != num_hiddens:
         raise ValueError(
             f"X must have shape (B, T >= {min_len}, {num_hiddens}), "
             f"got {tuple(X.shape)}"
         )
+    check_features("X", X, num_hiddens, head)

@@ -32,6 +32,16 @@ from course_pkg.bert_data import (
     label_dataset,
     translation_pairs,
 )
+from course_pkg.checks import (
+    check_bert_batch,
+    check_float_tensor,
+    check_int,
+    check_integer_dtype,
+    check_nonnegative_number,
+    check_positive_int,
+    check_same_device,
+    check_tensor,
+)
 from course_pkg.corpus import english_french_corpus, english_sentence_labels
 from course_pkg.data import Vocab, tokenize
 from course_pkg.pretrain import (
@@ -44,7 +54,14 @@ from course_pkg.pretrain import (
 
 
 def new_bert(vocab_size: int, settings: BERTSettings, seed: int) -> BERTModel:
-    """A fresh :class:`BERTModel` of the settings' sizes; weights set by seed."""
+    """A fresh :class:`BERTModel` of the settings' sizes; weights set by seed.
+
+    Raises:
+        TypeError/ValueError: if vocab_size is not an int >= 1 or seed not an
+            int (before any seeding).
+    """
+    check_positive_int("vocab_size", vocab_size)
+    check_int("seed", seed)
     torch.manual_seed(seed)
     return BERTModel(
         vocab_size,
@@ -82,6 +99,7 @@ def compare_pretraining(
         "MLM", "MLM + pair"} -> fine-tuned :class:`BERTClassifier` and its
         test accuracy (float).
     """
+    check_int("seed", seed)
     train, _, _ = english_french_corpus(0)
     labelled, _, test_rows = english_sentence_labels(0)
     english = [pair[0] for pair in train]
@@ -156,6 +174,7 @@ def pair_task_accuracy(
     Returns:
         The fraction of pairs whose class the head gets right.
     """
+    check_int("seed", seed)
     _, _, test = english_french_corpus(0)
     first, _, first_lens = encode_sentences(
         vocab, [english for english, _ in test], (settings.max_len + 1) // 2
@@ -193,6 +212,7 @@ def mean_outputs(
         (N, D) float64, on the encoder's device. The encoder is left in
         eval mode.
     """
+    check_bert_batch(encoder, tokens, segments, valid_lens)
     device = next(encoder.parameters()).device
     tokens, segments = tokens.to(device), segments.to(device)
     valid_lens = valid_lens.to(device)
@@ -225,6 +245,7 @@ def linear_probe(
     Returns:
         The fraction of test sentences whose class the probe gets right.
     """
+    check_nonnegative_number("l2", l2)
     labelled, _, test_rows = english_sentence_labels(0)
     num_steps = (settings.max_len + 1) // 2
     few = label_dataset(
@@ -258,6 +279,12 @@ def fit_linear_classifier(
     Returns:
         weight (F, C) and bias (C,), detached, in X's dtype and device.
     """
+    check_float_tensor("X", X, 2, "(N, F)")
+    check_tensor("y", y, 1, "(N,)")
+    check_integer_dtype("y", y, "class ids")
+    check_same_device(X=X, y=y)
+    check_positive_int("num_classes", num_classes)
+    check_nonnegative_number("l2", l2)
     weight = torch.zeros(
         X.shape[1], num_classes, dtype=X.dtype, device=X.device
     ).requires_grad_()

@@ -15,6 +15,7 @@ length masks every key, a too-long one masks none), so results stay finite.
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import numpy as np
@@ -56,20 +57,28 @@ def check_tensor(name: str, tensor: Any, rank: int, shape: str) -> None:
         )
 
 
+# The integer dtypes an index tensor may have: those nn.Embedding and
+# indexing accept (uint8 would be read as a mask, int16 is refused).
+INDEX_DTYPES = (torch.int64, torch.int32)
+
+
 def check_integer_dtype(
     name: str, tensor: torch.Tensor, what: str = "integers"
 ) -> None:
-    """Refuse a tensor whose dtype is not an integer type (bool excluded).
+    """Refuse a tensor whose dtype is not int64 or int32 (ids and lengths).
 
     Args:
         what: what the tensor holds, for the message.
 
     Raises:
-        TypeError: if tensor holds floats, complex numbers or booleans.
+        TypeError: if tensor holds floats, complex numbers, booleans or
+            integers of another width (uint8, int8, int16).
     """
-    dtype = tensor.dtype
-    if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
-        raise TypeError(f"{name} must hold {what}, got dtype {dtype}")
+    if tensor.dtype not in INDEX_DTYPES:
+        raise TypeError(
+            f"{name} must hold {what} (dtype torch.int64 or torch.int32), "
+            f"got dtype {tensor.dtype}"
+        )
 
 
 def check_float_dtype(name: str, tensor: torch.Tensor) -> None:
@@ -81,6 +90,61 @@ def check_float_dtype(name: str, tensor: torch.Tensor) -> None:
     if not tensor.dtype.is_floating_point:
         raise TypeError(
             f"{name} must be a floating-point tensor, got dtype {tensor.dtype}"
+        )
+
+
+def check_float_tensor(name: str, tensor: Any, rank: int, shape: str) -> None:
+    """Refuse anything but a floating-point tensor of the given rank (an
+    integer tensor is refused, never cast): TypeError, ValueError."""
+    check_tensor(name, tensor, rank, shape)
+    check_float_dtype(name, tensor)
+
+
+def check_same_device(**tensors: Any) -> None:
+    """Refuse tensors (by argument name; None is skipped) that are not all on
+    one device, with ValueError naming each and its device."""
+    given = {n: t for n, t in tensors.items() if isinstance(t, torch.Tensor)}
+    devices = {t.device for t in given.values()}
+    if len(devices) > 1:
+        listed = ", ".join(f"{n} on {t.device}" for n, t in given.items())
+        raise ValueError(
+            f"{', '.join(given)} must be on one device, got {listed}"
+        )
+
+
+def check_on_device(name: str, tensor: torch.Tensor, device: Any) -> None:
+    """Refuse a tensor that is not on ``device`` (e.g. a module's parameters'
+    device) with ValueError."""
+    if device is not None and tensor.device != torch.device(device):
+        raise ValueError(
+            f"{name} must be on {torch.device(device)} (where the model is), "
+            f"got a tensor on {tensor.device}"
+        )
+
+
+def check_module_input(
+    name: str, tensor: torch.Tensor, module: Any, *, dtype: bool = True
+) -> None:
+    """Refuse a tensor on another device than ``module``'s first parameter or
+    buffer (ValueError), or, when ``dtype``, a floating-point tensor of
+    another dtype than its floating-point parameters outside autocast
+    (TypeError): torch's own errors would not name the argument."""
+    first = next(iter(module.parameters()), None)
+    if first is None:
+        first = next(iter(module.buffers()), None)
+    if first is None:
+        return
+    check_on_device(name, tensor, first.device)
+    if (
+        dtype
+        and tensor.dtype.is_floating_point
+        and first.dtype.is_floating_point
+        and tensor.dtype != first.dtype
+        and not torch.is_autocast_enabled(tensor.device.type)
+    ):
+        raise TypeError(
+            f"{name} must have the model's dtype {first.dtype}, "
+            f"got {tensor.dtype}"
         )
 
 
@@ -119,21 +183,28 @@ def check_range(
 
 
 def check_token_ids(
-    name: str, X: Any, vocab_size: int | None, *, min_steps: int = 0
+    name: str, X: Any, vocab_size: Any, *, min_steps: int = 0
 ) -> None:
     """Refuse anything but (B, T) integer token ids in ``[0, V)``.
 
     Args:
-        name: the argument's name. X: the ids. vocab_size: V, or None to
-            leave the range unchecked (the model checks it).
+        name: the argument's name. X: the ids. vocab_size: V, or the
+            ``nn.Embedding`` that will read the ids (V is its size, and X
+            must be on its device), or None to leave the range unchecked
+            (the model checks it).
         min_steps: the fewest time steps T accepted (a GRU needs 1).
     Raises:
-        TypeError: if X is not a tensor of an integer dtype.
-        ValueError: if X is not 2-D, has fewer than ``min_steps`` steps, or
-            (on the CPU) holds an id outside ``[0, V)``.
+        TypeError: if X is not a tensor of dtype int64 or int32 (uint8,
+            int16 and floats are refused).
+        ValueError: if X is not 2-D, has fewer than ``min_steps`` steps, is
+            not on the embedding's device, or (on the CPU) holds an id
+            outside ``[0, V)``.
     """
     check_tensor(name, X, 2, "(B, T)")
     check_integer_dtype(name, X, "integer token ids")
+    if isinstance(vocab_size, torch.nn.Embedding):
+        check_on_device(name, X, vocab_size.weight.device)
+        vocab_size = vocab_size.num_embeddings
     if X.shape[1] < min_steps:
         raise ValueError(
             f"{name} must have at least {min_steps} time step(s), "
@@ -156,6 +227,8 @@ def check_valid_lens(
     max_len: int | None,
     *,
     num_queries: int | None = None,
+    like: tuple[str, torch.Tensor] | None = None,
+    values: bool = True,
 ) -> None:
     """Refuse lengths that cannot describe B sequences of at most max_len.
 
@@ -165,6 +238,11 @@ def check_valid_lens(
         batch_size: B. max_len: the longest length allowed (K for
             attention), or None for no upper bound.
         num_queries: Q, to also accept one length per query.
+        like: (name, tensor) of the tensor the lengths describe: lengths
+            off the CPU must be on its device (lengths on the CPU serve any
+            device, they are moved), or None for any device.
+        values: whether to read the lengths (on the CPU) for the range
+            check; False checks the type, dtype, shape and device only.
     Raises:
         TypeError: if valid_lens is not a tensor of an integer dtype.
         ValueError: if its shape does not fit, or (on the CPU) a length is
@@ -183,11 +261,14 @@ def check_valid_lens(
             f"got {type(valid_lens).__name__}"
         )
     check_integer_dtype(name, valid_lens)
+    if like is not None and valid_lens.device.type != "cpu":
+        check_same_device(**{like[0]: like[1], name: valid_lens})
     if tuple(valid_lens.shape) not in shapes:
         raise ValueError(
             f"{name} must have shape {expected}, got {tuple(valid_lens.shape)}"
         )
-    check_range(name, valid_lens, 0, max_len)
+    if values:
+        check_range(name, valid_lens, 0, max_len)
 
 
 def check_qkv(queries: Any, keys: Any, values: Any) -> None:
@@ -253,7 +334,12 @@ def check_attention_inputs(
     batch_size, num_queries = queries.shape[:2]
     num_keys = keys.shape[1]
     check_valid_lens(
-        "valid_lens", valid_lens, batch_size, num_keys, num_queries=num_queries
+        "valid_lens",
+        valid_lens,
+        batch_size,
+        num_keys,
+        num_queries=num_queries,
+        like=("queries", queries),
     )
     if causal and num_keys < num_queries:
         raise ValueError(
@@ -302,9 +388,10 @@ def check_same_float_dtype(**tensors: torch.Tensor) -> None:
     """Refuse tensors (by argument name) that are not floating point or,
     outside autocast, do not share one dtype (torch's own error would not
     name them), with TypeError; under autocast mixed float dtypes are
-    normal."""
+    normal. Tensors on different devices: ValueError."""
     for name, tensor in tensors.items():
         check_float_dtype(name, tensor)
+    check_same_device(**tensors)
     dtypes = {name: tensor.dtype for name, tensor in tensors.items()}
     first = next(iter(tensors.values()))
     if len(set(dtypes.values())) > 1 and not torch.is_autocast_enabled(
@@ -366,6 +453,15 @@ def _check_number(name: str, value: Any, ok: Any, expected: str) -> None:
         raise ValueError(f"{name} must be {expected}, got {value}")
 
 
+def check_finite_number(name: str, value: Any) -> None:
+    """Refuse anything but a finite int or float (NaN and inf are refused).
+
+    Raises:
+        TypeError: if value is not a number. ValueError: if not finite.
+    """
+    _check_number(name, value, math.isfinite, "a finite number")
+
+
 def check_positive_number(name: str, value: Any) -> None:
     """Refuse anything but a finite int or float > 0 (a rate, a timeout).
 
@@ -395,3 +491,260 @@ def check_probability(name: str, value: Any) -> None:
         TypeError: if value is not a number. ValueError: if outside [0, 1).
     """
     _check_number(name, value, lambda v: 0 <= v < 1, "a number in [0, 1)")
+
+
+def check_path(name: str, path: Any) -> None:
+    """Refuse anything but a ``str`` or ``os.PathLike`` path (an int file
+    descriptor, bytes or None included) with TypeError."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(
+            f"{name} must be a str or os.PathLike path, got {type(path).__name__}"
+        )
+
+
+def device_available(device: torch.device) -> bool:
+    """Whether this machine has ``device`` (cpu and meta always exist)."""
+    if device.type in ("cpu", "meta"):
+        return True
+    if device.type == "mps":
+        return torch.backends.mps.is_available()
+    backend = getattr(torch, device.type, None)  # torch.cuda, torch.xpu, ...
+    is_available = getattr(backend, "is_available", None)
+    if is_available is None or not is_available():
+        return False
+    if device.index is None:
+        return True
+    count = getattr(backend, "device_count", lambda: 1)()
+    return device.index < count
+
+
+def check_device(name: str, device: Any) -> torch.device | None:
+    """Refuse a device that is not a ``torch.device`` or str, or that this
+    machine does not have; return it as a ``torch.device`` (None stays None).
+
+    Raises:
+        TypeError: if device is neither None, a str nor a ``torch.device``.
+        ValueError: if torch does not know it, or it is not available here
+            (e.g. ``"cuda"`` without a GPU, ``"cuda:3"`` with one GPU).
+    """
+    if device is None:
+        return None
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(
+            f"{name} must be a torch.device or str, got {type(device).__name__}"
+        )
+    try:
+        parsed = torch.device(device)
+    except RuntimeError as err:
+        raise ValueError(f"{name}={device!r} is not a torch device") from err
+    if not device_available(parsed):
+        raise ValueError(f"{name}={device!r} is not available on this machine")
+    return parsed
+
+
+def check_callable(name: str, value: Any) -> None:
+    """Refuse anything that cannot be called (a function is expected) with
+    TypeError."""
+    if not callable(value):
+        raise TypeError(f"{name} must be callable, got {type(value).__name__}")
+
+
+def check_features(
+    name: str,
+    X: Any,
+    trailing: int | tuple[int, ...],
+    module: Any = None,
+    *,
+    dtype: bool = True,
+    shape: str | None = None,
+) -> None:
+    """Refuse anything but a floating-point tensor whose last dimensions are
+    ``trailing`` (a width D, or a layer norm's shape), on the device and of
+    the dtype of ``module``'s parameters when given (the dtype only if
+    ``dtype``): TypeError for a non-tensor, an integer tensor (never cast) or
+    another float dtype; ValueError for another shape or device."""
+    trailing = (trailing,) if isinstance(trailing, int) else tuple(trailing)
+    if shape is None:  # the letters of the message, e.g. "(B, T, 16)"
+        shape = "(..., " + ", ".join(map(str, trailing)) + ")"
+    if not isinstance(X, torch.Tensor):
+        raise TypeError(
+            f"{name} must be a torch.Tensor of shape {shape}, "
+            f"got {type(X).__name__}"
+        )
+    check_float_dtype(name, X)
+    if X.dim() < len(trailing) or tuple(X.shape[-len(trailing) :]) != trailing:
+        raise ValueError(
+            f"{name} must have shape {shape}, got {tuple(X.shape)}"
+        )
+    if module is not None:
+        check_module_input(name, X, module, dtype=dtype)
+
+
+def check_logits(name: str, scores: Any, rank: int, shape: str) -> None:
+    """Refuse anything but floating-point scores of the given rank over at
+    least one class (V >= 1 in the last dimension): TypeError, ValueError."""
+    check_float_tensor(name, scores, rank, shape)
+    if scores.shape[-1] < 1:
+        raise ValueError(
+            f"{name} must have shape {shape} with at least one class in the "
+            f"last dimension, got {tuple(scores.shape)}"
+        )
+
+
+def check_heads(X: Any, num_heads: Any, axis: int, shape: str) -> None:
+    """Refuse an X that is not a 3-D tensor whose ``axis`` splits into
+    num_heads (an int >= 1) equal parts: TypeError, ValueError. Any dtype
+    passes (splitting heads only moves numbers)."""
+    check_tensor("X", X, 3, shape)
+    check_positive_int("num_heads", num_heads)
+    if X.shape[axis] % num_heads:
+        raise ValueError(
+            f"X must have shape {shape} with a dimension divisible by "
+            f"num_heads={num_heads}, got {tuple(X.shape)}"
+        )
+
+
+def check_block_sizes(
+    num_hiddens: Any,
+    ffn_num_hiddens: Any,
+    num_heads: Any,
+    dropout: Any,
+    num_kv_heads: Any = None,
+) -> None:
+    """A block's or a layer's widths, checked before any layer is built (so
+    a refused call draws no random weights): ints >= 1 (ffn_num_hiddens may
+    be None for a block without FFN), num_hiddens divisible by num_heads,
+    num_heads by num_kv_heads (when given), dropout in [0, 1).
+
+    Raises:
+        TypeError: naming a size that is not an int, or dropout.
+        ValueError: naming a size < 1 or one that does not divide.
+    """
+    check_sizes(num_hiddens=num_hiddens, num_heads=num_heads)
+    if ffn_num_hiddens is not None:
+        check_sizes(ffn_num_hiddens=ffn_num_hiddens)
+    check_probability("dropout", dropout)
+    if num_hiddens % num_heads:
+        raise ValueError(
+            f"num_hiddens={num_hiddens} must be divisible by "
+            f"num_heads={num_heads}"
+        )
+    if num_kv_heads is not None:
+        check_sizes(num_kv_heads=num_kv_heads)
+        if num_heads % num_kv_heads:
+            raise ValueError(
+                f"num_heads={num_heads} must be divisible by "
+                f"num_kv_heads={num_kv_heads}"
+            )
+
+
+def check_source_target(
+    model: Any,
+    enc_X: Any,
+    dec_X: Any,
+    enc_valid_lens: Any = None,
+    *,
+    names: tuple[str, str, str] = ("enc_X", "dec_X", "enc_valid_lens"),
+) -> None:
+    """An encoder-decoder's inputs, by their own ``names``: enc_X (B, T) and
+    dec_X (B, Q) integer ids on the model's device, enc_valid_lens None or
+    (B,) in [0, T] on that device too (TypeError, ValueError)."""
+    src, tgt, lens = names
+    for name, X in ((src, enc_X), (tgt, dec_X)):
+        check_token_ids(name, X, None)
+        check_module_input(name, X, model)
+    if enc_X.shape[0] != dec_X.shape[0]:
+        raise ValueError(
+            f"{src} (B, T) and {tgt} (B, Q) must have the same B, got "
+            f"{tuple(enc_X.shape)} and {tuple(dec_X.shape)}"
+        )
+    check_valid_lens(lens, enc_valid_lens, *enc_X.shape, like=(src, enc_X))
+
+
+def check_floats(name: str, X: Any) -> None:
+    """Refuse anything but a floating-point tensor of any shape (an integer
+    tensor is refused, never cast): TypeError."""
+    check_tensor_type(name, X)
+    check_float_dtype(name, X)
+
+
+def check_fused_inputs(
+    queries: Any, keys: Any, values: Any, valid_lens: Any, dropout_p: Any
+) -> None:
+    """What a fused attention call needs: queries (B, [H,] Q, d), keys
+    (B, [H,] K, d), values (B, [H,] K, d_v) of one rank, one float dtype and
+    one device; valid_lens None, (B,) or (B, Q) integer lengths on the CPU or
+    that device (their values are not read: a length outside [0, K] acts
+    clamped, as off the CPU); dropout_p in [0, 1). TypeError, ValueError
+    naming the argument."""
+    for name, X in (("queries", queries), ("keys", keys), ("values", values)):
+        check_tensor_type(name, X)
+        if X.dim() not in (3, 4) or X.dim() != queries.dim():
+            raise ValueError(
+                f"{name} must have shape (B, Q or K, d) or (B, H, Q or K, d) "
+                f"like queries {tuple(queries.shape)}, got {tuple(X.shape)}"
+            )
+    check_same_float_dtype(queries=queries, keys=keys, values=values)
+    check_valid_lens(
+        "valid_lens",
+        valid_lens,
+        queries.shape[0],
+        keys.shape[-2],
+        num_queries=queries.shape[-2],
+        like=("queries", queries),
+        values=False,  # the kernel's callers check the range
+    )
+    check_probability("dropout_p", dropout_p)
+
+
+def check_cpu_or_on(device: Any, **tensors: Any) -> None:
+    """Refuse tensors (by argument name) that are on neither the CPU (data
+    kept there is moved batch by batch) nor ``device`` (the model's), with
+    ValueError: a tensor elsewhere cannot be copied to the model."""
+    device = torch.device(device)
+    for name, tensor in tensors.items():
+        if tensor.device.type != "cpu" and tensor.device != device:
+            raise ValueError(
+                f"{name} must be on the CPU or on the model's device "
+                f"{device}, got a tensor on {tensor.device}"
+            )
+
+
+def check_bert_batch(
+    model: Any, tokens: Any, segments: Any, valid_lens: Any, **labels: Any
+) -> None:
+    """A data set for a BERT model: tokens and segments (N, T) integer ids,
+    valid_lens (N,) in [0, T], labels (by name) (N,) integer classes, each on
+    the CPU or on the model's device (TypeError, ValueError)."""
+    check_token_ids("tokens", tokens, None)
+    check_token_ids("segments", segments, None)
+    if segments.shape != tokens.shape:
+        raise ValueError(
+            f"segments must have the shape of tokens {tuple(tokens.shape)}, "
+            f"got {tuple(segments.shape)}"
+        )
+    check_valid_lens("valid_lens", valid_lens, *tokens.shape)
+    for name, label in labels.items():
+        check_tensor(name, label, 1, "(N,)")
+        check_integer_dtype(name, label, "class ids")
+    device = next(iter(model.parameters())).device
+    check_cpu_or_on(
+        device,
+        tokens=tokens,
+        segments=segments,
+        valid_lens=valid_lens,
+        **labels,
+    )
+
+
+def check_str(name: str, value: Any) -> None:
+    """Refuse anything but a str (a sentence, a label, a choice) with
+    TypeError."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+
+
+def check_grad_clip(grad_clip: Any) -> None:
+    """Refuse a grad_clip that is neither None nor a finite number > 0."""
+    if grad_clip is not None:
+        check_positive_number("grad_clip", grad_clip)

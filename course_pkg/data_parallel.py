@@ -34,6 +34,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
+from course_pkg.checks import check_grad_clip, check_int, check_sizes
 from course_pkg.train import masked_cross_entropy
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
@@ -200,6 +201,9 @@ def sharded_loader(
         ValueError: if world_size < 1, rank is not in [0, world_size), or world_size does not
             divide global_batch_size.
     """
+    check_sizes(global_batch_size=global_batch_size, world_size=world_size)
+    check_int("rank", rank)
+    check_int("seed", seed)
     if world_size < 1 or not 0 <= rank < world_size:
         raise ValueError(
             f"need world_size >= 1 and rank in [0, world_size), got rank={rank}, "
@@ -290,6 +294,8 @@ def train_step(
     """
     if len(micro_batches) == 0:
         raise ValueError("micro_batches must hold at least one batch")
+    check_int("pad", pad)
+    check_grad_clip(grad_clip)
     is_ddp = isinstance(model, DistributedDataParallel)
     distributed = dist.is_available() and dist.is_initialized()
     if all_reduce_by_hand and (is_ddp or not distributed):

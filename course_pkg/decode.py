@@ -29,9 +29,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_pkg.checks import (
+    check_device,
     check_ids,
+    check_module_input,
     check_nonnegative_number,
     check_positive_int,
+    check_same_device,
     check_sentences,
     check_token_ids,
     check_valid_lens,
@@ -40,7 +43,12 @@ from course_pkg.data import source_array
 
 
 def cut_at_eos(tokens: list[int], eos: int) -> list[int]:
-    """The ids before the first <eos> (all of them if there is none)."""
+    """The ids before the first <eos> (all of them if there is none).
+
+    Raises:
+        TypeError: if eos is not an int. ValueError: if it is negative.
+    """
+    check_ids(eos=eos)
     return tokens[: tokens.index(eos)] if eos in tokens else list(tokens)
 
 
@@ -81,7 +89,7 @@ def greedy_decode(
         TypeError/ValueError: on src or src_valid_len of the wrong type or
             shape, num_steps < 1.
     """
-    _check_src(src, src_valid_len)
+    _check_src(model, src, src_valid_len)
     check_ids(bos=bos, eos=eos)
     check_positive_int("num_steps", num_steps)
     batch_size = src.shape[0]
@@ -147,10 +155,11 @@ def sequence_log_prob(
         TypeError/ValueError: on inputs of the wrong type or shape, float
             tokens, or (on the CPU) ids outside [0, V).
     """
-    _check_src(src, src_valid_len)
+    _check_src(model, src, src_valid_len)
     embedding = getattr(model.decoder, "embedding", None)  # V, if known
     vocab_size = getattr(embedding, "num_embeddings", None)
     check_token_ids("tokens", tokens, vocab_size)
+    check_same_device(src=src, tokens=tokens)
     check_ids(bos=bos, eos=eos)
     if tokens.shape[0] != src.shape[0]:
         raise ValueError(
@@ -288,7 +297,7 @@ def beam_search(
         TypeError/ValueError: on src/src_valid_len/bos/eos of the wrong type
             or shape, num_steps or beam_size < 1, alpha not finite >= 0.
     """
-    _check_src(src, src_valid_len)
+    _check_src(model, src, src_valid_len)
     check_ids(bos=bos, eos=eos)
     check_positive_int("num_steps", num_steps)
     check_positive_int("beam_size", beam_size)
@@ -338,6 +347,7 @@ def translate(
     check_sentences("sentences", sentences)
     check_positive_int("num_steps", num_steps)
     check_positive_int("beam_size", beam_size)
+    device = check_device("device", device)
     if device is None:
         device = next(model.parameters()).device
     src, src_valid_len = source_array(sentences, src_vocab, num_steps)
@@ -365,10 +375,11 @@ def translate(
 # ------------------------------------------------------------ private helpers
 
 
-def _check_src(src: Any, src_valid_len: Any) -> None:
+def _check_src(model: nn.Module, src: Any, src_valid_len: Any) -> None:
     check_token_ids("src", src, None)
+    check_module_input("src", src, model)
     check_valid_lens(
-        "src_valid_len", src_valid_len, src.shape[0], src.shape[1]
+        "src_valid_len", src_valid_len, *src.shape, like=("src", src)
     )
 
 

@@ -32,6 +32,7 @@ from course_pkg.checks import (
     check_last_dim,
     check_positive_int,
     check_same_float_dtype,
+    check_sizes,
     check_tensor,
     check_valid_lens,
 )
@@ -243,6 +244,7 @@ class GroupedQueryAttention(MultiHeadAttention):
         """Number of cached numbers for batch_size sequences of num_steps
         positions: 2 (keys and values) * B * T * num_kv_heads * d.
         """
+        check_sizes(batch_size=batch_size, num_steps=num_steps)
         return 2 * batch_size * num_steps * self.num_kv_heads * self.head_width
 
     def cache(
@@ -270,6 +272,7 @@ class GroupedQueryAttention(MultiHeadAttention):
         _check_shape(
             "values", values, "BKv", (*keys.shape[:2], self.value_size)
         )
+        check_same_float_dtype(keys=keys, values=values, layer=self.W_k.weight)
         offset = 0 if past is None else past.keys.shape[2]
         keys = self._split_heads(self.W_k(keys), self.num_kv_heads)
         if self.rotary is not None:
@@ -381,6 +384,7 @@ class GroupedQueryAttention(MultiHeadAttention):
             batch_size,
             num_keys,
             num_queries=num_queries,
+            like=("queries", queries),
         )
         if causal and num_keys < num_queries:
             raise ValueError(

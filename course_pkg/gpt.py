@@ -29,6 +29,7 @@ from torch import nn
 
 from course_pkg.attention import KVCache
 from course_pkg.checks import (
+    check_features,
     check_ids,
     check_positive_int,
     check_positive_number,
@@ -71,6 +72,7 @@ class GPTBlock(TransformerEncoderBlock):
             (B, Q, D) outputs and the cache extended by the new positions
             (keys and values (B, t, D)).
         """
+        check_features("X", X, self.ffn.input_size, self)
         cache = self.attention.cache(X, X, past=cache)  # (B, t, D) each
         attended = self.attention.attend(
             X, cache, causal=True, need_weights=need_weights
@@ -178,7 +180,7 @@ class GPT(TokenStack):
                 the cache does not match the model or X's batch, or t
                 exceeds max_len.
         """
-        check_token_ids("X", X, self.vocab_size, min_steps=1)
+        check_token_ids("X", X, self.embedding, min_steps=1)
         offset = self._check_cache(cache, X.shape[0])
         if offset + X.shape[1] > self.max_len:
             raise ValueError(

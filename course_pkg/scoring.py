@@ -22,6 +22,7 @@ from torch import nn
 
 from course_pkg.checks import (
     check_attention_inputs,
+    check_fused_inputs,
     check_last_dim,
     check_probability,
     check_shape,
@@ -261,7 +262,10 @@ def fused_attention(
         in :func:`course_pkg.masks.masked_softmax`, and non-finite keys or
         values that no query may see do not reach the output
         (:func:`course_pkg.masks.hide_unseen`).
+    Raises:
+        TypeError/ValueError: see :func:`course_pkg.checks.check_fused_inputs`.
     """
+    check_fused_inputs(queries, keys, values, valid_lens, dropout_p)
     num_queries, num_keys = queries.shape[-2], keys.shape[-2]
     if valid_lens is None and (not causal or num_queries == num_keys):
         # No explicit mask lets torch pick its fastest kernel.

@@ -22,7 +22,12 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from course_pkg.checks import check_shape, check_token_ids, check_valid_lens
+from course_pkg.checks import (
+    check_shape,
+    check_sizes,
+    check_token_ids,
+    check_valid_lens,
+)
 from course_pkg.encoder_decoder import Decoder, Encoder, EncoderDecoder
 from course_pkg.gru import check_gru_sizes, gru_layer, init_seq2seq
 from course_pkg.scoring import AdditiveAttention
@@ -106,7 +111,7 @@ class Seq2SeqEncoder(Encoder):
             TypeError, ValueError: if X is not a (B, T) tensor of ids in
                 [0, V) with T >= 1.
         """
-        check_token_ids("X", X, self.embedding.num_embeddings, min_steps=1)
+        check_token_ids("X", X, self.embedding, min_steps=1)
         embs = self.embedding(X.t().long())  # (T, B, E)
         outputs, state = self.rnn(embs)  # (T, B, D), (L, B, D)
         return outputs, state
@@ -179,7 +184,7 @@ class Seq2SeqDecoder(Decoder):
             TypeError, ValueError: if X is not a (B, Q) tensor of ids in
                 [0, V), or the state does not fit.
         """
-        check_token_ids("X", X, self.embedding.num_embeddings, min_steps=1)
+        check_token_ids("X", X, self.embedding, min_steps=1)
         batch_size, num_steps = X.shape
         context, hidden = state
         check_shape(
@@ -258,8 +263,17 @@ class AttentionGRUDecoder(Decoder):
             enc_valid_lens: None or (B,) source lengths.
         Returns:
             An :class:`AttentionGRUState`.
+        Raises:
+            TypeError/ValueError: if enc_valid_lens is not None or (B,)
+                integer lengths in [0, T] on the outputs' device.
         """
         outputs, state = enc_all_outputs
+        check_valid_lens(
+            "enc_valid_lens",
+            enc_valid_lens,
+            *outputs.shape[1::-1],
+            like=("enc_all_outputs", outputs),
+        )
         return AttentionGRUState(
             outputs.transpose(0, 1), state, enc_valid_lens
         )
@@ -277,7 +291,13 @@ class AttentionGRUDecoder(Decoder):
         shape = (batch_size, T, self.num_hiddens)
         check_shape("state.enc_outputs", enc_outputs, shape, "(B, T, D)")
         _check_hidden(hidden, batch_size, self.num_layers, self.num_hiddens)
-        check_valid_lens("state.enc_valid_lens", enc_valid_lens, batch_size, T)
+        check_valid_lens(
+            "state.enc_valid_lens",
+            enc_valid_lens,
+            batch_size,
+            T,
+            like=("state.enc_outputs", enc_outputs),
+        )
 
     def forward(self, X: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
         """Score the next token after every prefix of X.
@@ -294,7 +314,7 @@ class AttentionGRUDecoder(Decoder):
                 [0, V), the state does not fit, or a valid length is outside
                 [0, T] (all checked before any computation).
         """
-        check_token_ids("X", X, self.embedding.num_embeddings, min_steps=1)
+        check_token_ids("X", X, self.embedding, min_steps=1)
         self._check_state(state, X.shape[0])
         embs = self.embedding(X.t().long())  # (Q, B, E)
         Y, self._attention_weights, new_state = self._decode(embs, *state)
@@ -412,6 +432,7 @@ def seq2seq_model(
         A freshly initialised ``EncoderDecoder`` on the CPU (seed torch first
         for repeatable weights).
     """
+    check_sizes(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size)
     sizes = settings.model_sizes()
     decoder_class = Seq2SeqAttentionDecoder if attention else Seq2SeqDecoder
     return EncoderDecoder(

@@ -27,13 +27,18 @@ from torch import nn
 from tqdm import tqdm
 
 from course_pkg.checks import (
+    check_device,
+    check_finite_number,
     check_float_dtype,
+    check_grad_clip,
     check_int,
     check_integer_dtype,
+    check_logits,
     check_positive_int,
     check_positive_number,
     check_probability,
     check_range,
+    check_same_device,
     check_tensor,
 )
 
@@ -68,13 +73,14 @@ def masked_cross_entropy(
     Raises:
         TypeError: if Y_hat or Y is not a tensor, Y_hat is not floating
             point, Y is not integer, or pad is not an int.
-        ValueError: if the shapes are not (B, T, V) and (B, T), or (on the
-            CPU) a non-pad target is outside [0, V).
+        ValueError: if the shapes are not (B, T, V) and (B, T), V = 0, the
+            two are on different devices, or (on the CPU) a non-pad target
+            is outside [0, V).
     """
-    check_tensor("Y_hat", Y_hat, 3, "(B, T, V)")
+    check_logits("Y_hat", Y_hat, 3, "(B, T, V)")
     check_tensor("Y", Y, 2, "(B, T)")
-    check_float_dtype("Y_hat", Y_hat)
     check_integer_dtype("Y", Y)
+    check_same_device(Y_hat=Y_hat, Y=Y)
     check_int("pad", pad)
     check_probability("label_smoothing", label_smoothing)
     if tuple(Y.shape) != tuple(Y_hat.shape[:2]):
@@ -182,6 +188,9 @@ def optimizer_step(
     Returns:
         The loss as a Python float.
     """
+    check_tensor("loss", loss, 0, "()")
+    check_float_dtype("loss", loss)
+    check_grad_clip(grad_clip)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if grad_clip is not None:
@@ -204,6 +213,7 @@ def training_record(
     Returns:
         dict with ``epoch_loss``, ``step_loss`` and ``train_seconds``.
     """
+    check_finite_number("start", start)
     device = _model_device(model)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -274,7 +284,11 @@ def train_seq2seq(
         check_positive_number("grad_clip", grad_clip)
     pad = getattr(tgt_vocab_or_pad, "pad", tgt_vocab_or_pad)
     check_int("tgt_vocab_or_pad (or its .pad)", pad)
-    device = _model_device(model) if device is None else torch.device(device)
+    device = (
+        _model_device(model)
+        if device is None
+        else check_device("device", device)
+    )
     if bf16 and device.type != "cuda":
         raise ValueError(f"bf16=True needs a CUDA device, got {device}")
     model.to(device)
