@@ -171,9 +171,10 @@ class GroupedQueryAttention(MultiHeadAttention):
     ``torch.nn.functional.scaled_dot_product_attention(..., enable_gqa=True)``.
     With num_kv_heads == H it is :class:`course_pkg.attention.MultiHeadAttention`
     (same parameter names and shapes); with num_kv_heads == 1 it is
-    multi-query attention. It inherits ``forward`` and the checks of
+    multi-query attention. It inherits the checks of
     :class:`~course_pkg.attention.MultiHeadAttention`; what differs is the
-    cache (the key/value heads, each d wide) and :meth:`attend`.
+    cache (the key/value heads, each d wide) and :meth:`attend`, through
+    which ``forward`` goes.
 
     Args:
         num_hiddens: D, the width of the query projection and of the output;
@@ -230,6 +231,27 @@ class GroupedQueryAttention(MultiHeadAttention):
         )
         self.num_kv_heads, self.head_width = num_kv_heads, head_width
         self.rotary = RotaryEmbedding(head_width) if rotary else None
+
+    def forward(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        valid_lens: torch.Tensor | None = None,
+        *,
+        causal: bool = False,
+        need_weights: bool = True,
+    ) -> torch.Tensor:
+        """As :meth:`MultiHeadAttention.forward`, through :meth:`cache` and
+        :meth:`attend` (queries (B, Q, query_size) -> (B, Q, D))."""
+        self._check(queries, keys, values, valid_lens, causal, projected=False)
+        return self.attend(
+            queries,
+            self.cache(keys, values),
+            valid_lens,
+            causal=causal,
+            need_weights=need_weights,
+        )
 
     def kv_cache_numel(self, batch_size: int, num_steps: int) -> int:
         """Number of cached numbers for batch_size sequences of num_steps
