@@ -536,6 +536,27 @@ def check_luong_score(
         )
 
 
+def check_micro_batches(
+    micro_batches: Any,
+    all_reduce_by_hand: bool,
+    is_ddp: bool,
+    distributed: bool,
+) -> None:
+    """A data-parallel step's input: at least one micro-batch, and gradients
+    summed by hand only for a plain (not DDP) model in a process group.
+
+    Raises:
+        ValueError: if micro_batches is empty, or all_reduce_by_hand is asked
+            for a DDP model or without a process group.
+    """
+    if len(micro_batches) == 0:
+        raise ValueError("micro_batches must hold at least one batch")
+    if all_reduce_by_hand and (is_ddp or not distributed):
+        raise ValueError(
+            "all_reduce_by_hand=True needs a plain (not DDP) model and a process group"
+        )
+
+
 def check_sentences(name: str, sentences: Any) -> None:
     """Refuse anything but a list/tuple of str (a str is not N sentences)
     with TypeError."""

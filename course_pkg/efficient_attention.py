@@ -24,6 +24,7 @@ gets weight 0 on every key, so its output is zeros, never NaN.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -39,6 +40,62 @@ from course_pkg.masks import hide_unseen, masked_softmax
 from course_pkg.rotary import RotaryEmbedding
 
 # --------------------------------------------------------- blockwise attention
+
+
+def _check_blockwise(
+    queries: Any,
+    keys: Any,
+    values: Any,
+    block_size: Any,
+    causal: Any,
+    valid_lens: Any,
+) -> None:
+    """The checks of :func:`blockwise_attention`."""
+    _check_shape("queries", queries, "BHQd", (None,) * 4)
+    batch_size, num_heads, num_queries, head_width = queries.shape
+    _check_shape(
+        "keys", keys, "BHKd", (batch_size, num_heads, None, head_width)
+    )
+    num_keys = keys.shape[2]
+    _check_shape(
+        "values", values, "BHKv", (batch_size, num_heads, num_keys, None)
+    )
+    check_same_float_dtype(queries=queries, keys=keys, values=values)
+    if not isinstance(block_size, int) or isinstance(block_size, bool):
+        raise TypeError(
+            f"block_size must be an int, got {type(block_size).__name__}"
+        )
+    if block_size < 1:
+        raise ValueError(f"block_size must be >= 1, got {block_size}")
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
+    if causal and num_keys < num_queries:
+        raise ValueError(
+            f"causal attention needs K >= Q, got Q={num_queries}, K={num_keys}"
+        )
+    check_valid_lens(
+        "valid_lens", valid_lens, batch_size, num_keys, num_queries=num_queries
+    )
+
+
+def _block_mask(
+    start: int,
+    end: int,
+    lens: torch.Tensor | None,
+    last_seen: torch.Tensor | None,
+    device: torch.device,
+) -> torch.Tensor | None:
+    """Which queries may attend to keys start..end - 1: None (all), or
+    (B or 1, 1, Q or 1, block) bool from the lengths lens (B, 1 or Q) and
+    the last key each query sees, last_seen (Q, 1)."""
+    key_positions = torch.arange(start, end, device=device)
+    mask = None
+    if lens is not None:
+        mask = key_positions < lens[..., None]
+    if last_seen is not None:
+        causal_block = (key_positions <= last_seen)[None]  # (1, Q, block)
+        mask = causal_block if mask is None else mask & causal_block
+    return None if mask is None else mask[:, None]  # a head axis
 
 
 def blockwise_attention(
@@ -79,32 +136,9 @@ def blockwise_attention(
         ValueError: on shapes that do not fit each other, block_size < 1,
             causal with K < Q, or valid_lens outside [0, K].
     """
-    _check_shape("queries", queries, "BHQd", (None,) * 4)
+    _check_blockwise(queries, keys, values, block_size, causal, valid_lens)
     batch_size, num_heads, num_queries, head_width = queries.shape
-    _check_shape(
-        "keys", keys, "BHKd", (batch_size, num_heads, None, head_width)
-    )
     num_keys = keys.shape[2]
-    _check_shape(
-        "values", values, "BHKv", (batch_size, num_heads, num_keys, None)
-    )
-    check_same_float_dtype(queries=queries, keys=keys, values=values)
-    if not isinstance(block_size, int) or isinstance(block_size, bool):
-        raise TypeError(
-            f"block_size must be an int, got {type(block_size).__name__}"
-        )
-    if block_size < 1:
-        raise ValueError(f"block_size must be >= 1, got {block_size}")
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
-    if causal and num_keys < num_queries:
-        raise ValueError(
-            f"causal attention needs K >= Q, got Q={num_queries}, K={num_keys}"
-        )
-    check_valid_lens(
-        "valid_lens", valid_lens, batch_size, num_keys, num_queries=num_queries
-    )
-
     scale = 1.0 / math.sqrt(head_width)
     lens = None
     if valid_lens is not None:  # (B, 1) or (B, Q)
@@ -136,15 +170,8 @@ def blockwise_attention(
             block_values = hide_unseen(block_values, block_seen)
         # (B, H, Q, block): the only score matrix, one block wide.
         scores = queries @ block_keys.transpose(2, 3) * scale
-        key_positions = torch.arange(start, end, device=queries.device)
-        mask = None  # or (B or 1, Q or 1, block): True = may attend
-        if lens is not None:
-            mask = key_positions < lens[..., None]
-        if last_seen is not None:
-            causal_block = (key_positions <= last_seen)[None]  # (1, Q, block)
-            mask = causal_block if mask is None else mask & causal_block
-        if mask is not None:
-            mask = mask[:, None]  # a head axis
+        mask = _block_mask(start, end, lens, last_seen, queries.device)
+        if mask is not None:  # (B or 1, 1, Q or 1, block): True = may attend
             scores = scores.masked_fill(~mask, lowest)
         new_max = torch.maximum(running_max, scores.amax(-1, keepdim=True))
         weights = torch.exp(scores - new_max)  # (B, H, Q, block)

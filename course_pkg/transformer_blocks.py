@@ -243,10 +243,13 @@ class TransformerDecoderBlock(nn.Module):
     ):
         super().__init__()
         self.i = i
-        heads = (num_hiddens, num_heads, dropout, use_bias)
-        self.attention1 = MultiHeadAttention(*heads)
+        self.attention1 = MultiHeadAttention(
+            num_hiddens, num_heads, dropout, use_bias
+        )
         self.addnorm1 = AddNorm(num_hiddens, dropout)
-        self.attention2 = MultiHeadAttention(*heads)
+        self.attention2 = MultiHeadAttention(
+            num_hiddens, num_heads, dropout, use_bias
+        )
         self.addnorm2 = AddNorm(num_hiddens, dropout)
         self.ffn = PositionWiseFFN(ffn_num_hiddens, num_hiddens)
         self.addnorm3 = AddNorm(num_hiddens, dropout)
