@@ -208,3 +208,63 @@ def test_the_reference_page_documents_every_module():
 if __name__ == "__main__":
     for n, chapter, target, pyobject in printed_listings():
         print(f"{n:4d}  {chapter:28s} {target.split('/')[-1]:22s} {pyobject}")
+
+
+def printed_by_module() -> dict[str, dict[str, list[str]]]:
+    """module -> chapter -> the objects it prints, in order of appearance."""
+    table: dict[str, dict[str, list[str]]] = {}
+    for name, text in _book_texts().items():
+        for match in INCLUDE.finditer(text):
+            pyobject = dict(
+                re.findall(r":([a-z-]+): ([^\n]*)", match["options"])
+            ).get("pyobject", "(whole file)")
+            module = pathlib.Path(match["path"]).stem
+            chapter = name.rsplit(".", 1)[0]
+            objects = table.setdefault(module, {}).setdefault(chapter, [])
+            if pyobject not in objects:
+                objects.append(pyobject)
+    return table
+
+
+def _readme_module_rows() -> list[tuple[list[str], str]]:
+    """(modules, "Printed in the book" cell) of each row of the README's
+    module table."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    modules = {p.stem for p in (ROOT / "course_pkg").glob("*.py")}
+    rows = []
+    for line in readme.splitlines():
+        parts = [p.strip() for p in line.strip().strip("|").split("|")]
+        names = re.findall(r"`(\w+)`", parts[0])
+        if len(parts) == 3 and names and set(names) <= modules:
+            rows.append((names, parts[2]))
+    return rows
+
+
+def printed_column(modules: list[str]) -> set[tuple[str, str]]:
+    """What the README row of these modules must list: (chapter, object),
+    the object written `module.Object` in a row of several modules."""
+    printed = printed_by_module()
+    return {
+        (chapter, pyobject if len(modules) == 1 else f"{module}.{pyobject}")
+        for module in modules
+        for chapter, objects in printed.get(module, {}).items()
+        for pyobject in objects
+    }
+
+
+def test_the_readme_says_which_chapter_prints_which_object():
+    # A change to a printed object is a change to the book: the module
+    # table's last column lists, row by row, "chapter: `Object`, ...; ...".
+    rows = _readme_module_rows()
+    listed_modules = {m for modules, _ in rows for m in modules}
+    assert set(printed_by_module()) <= listed_modules
+    for modules, cell in rows:
+        listed = {
+            (chapter.strip(), shown)
+            for chapter, names in re.findall(r"(\w+): ([^;]*)", cell)
+            for shown in re.findall(r"`([\w.]+)`", names)
+        }
+        assert listed == printed_column(modules), (
+            f"README row {', '.join(modules)}: lists {sorted(listed)}, the "
+            f"book prints {sorted(printed_column(modules))}"
+        )
