@@ -161,6 +161,9 @@ class MultiHeadAttention(nn.Module):
             need_weights: False takes the fused path (module docstring).
         Returns:
             (B, Q, D).
+        Raises:
+            TypeError, ValueError: on inputs that do not fit each other or
+                the layer, before any computation.
         """
         self._check(queries, keys, values, valid_lens, causal, projected=False)
         queries = self.W_q(queries)  # (B, Q, D)

@@ -269,8 +269,9 @@ class GroupedQueryAttention(MultiHeadAttention):
         causal: bool = False,
         need_weights: bool = True,
     ) -> torch.Tensor:
-        """As :meth:`MultiHeadAttention.forward`, through :meth:`cache` and
-        :meth:`attend` (queries (B, Q, query_size) -> (B, Q, D))."""
+        """As :meth:`~course_pkg.attention.MultiHeadAttention.forward`
+        (queries (B, Q, query_size) -> (B, Q, D)), through :meth:`cache` and
+        :meth:`attend`."""
         self._check(queries, keys, values, valid_lens, causal, projected=False)
         return self.attend(
             queries,
