@@ -37,6 +37,8 @@ Module                     What it holds (chapter)
 ``efficient_attention``    blockwise and grouped-query attention
 ``modern_block``           RMSNorm, SwiGLU, pre-norm blocks
 ``memory``                 measuring the memory a computation allocates
+``flash``                  FlashAttention in PyTorch: forward, backward, bytes
+``kernels``                Triton kernels (``kernels.flash_triton``)
 ``bert``                   BERT's encoder, heads and input masking
 ``bert_data``              BERT's inputs: vocabulary, segments, labels
 ``pretrain``               pretraining BERT and fine-tuning it

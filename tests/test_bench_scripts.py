@@ -42,6 +42,16 @@ RUNS = {
         "--device cpu --threads 1 --epochs 1 --limit 128",
         ["pairs train/val/test 128/128/128", "Bahdanau / GRU seq2seq"],
     ),
+    "flash.py": (
+        "--device cpu --threads 1 --lengths 64 128 --heads 2 --width 16"
+        " --block 32 --warmup 1 --repeats 1",
+        [
+            "all paths agree with sdpa-math",
+            "forward+backward: peak memory, MiB (ratio to sdpa)",
+            "ours-triton not timed",
+            "ours-pytorch",
+        ],
+    ),
     "ddp.py": (
         "--device cpu --batch 8 --steps 2 --warmup 1 --num-pairs 64",
         ["2 processes / 1: tokens/s", "cost model:"],

@@ -202,6 +202,15 @@ def test_the_reference_page_documents_every_module():
     modules = {p.stem for p in (ROOT / "course_pkg").glob("*.py")} - {
         "__init__"
     }
+    # subpackages (course_pkg.kernels) and their modules
+    for init in (ROOT / "course_pkg").glob("*/__init__.py"):
+        modules.add(init.parent.name)
+        for module in init.parent.glob("*.py"):
+            if module.stem != "__init__":
+                assert (
+                    f"automodule:: course_pkg.{init.parent.name}.{module.stem}"
+                    in api
+                )
     assert documented == modules
 
 
@@ -218,7 +227,14 @@ def printed_by_module() -> dict[str, dict[str, list[str]]]:
             pyobject = dict(
                 re.findall(r":([a-z-]+): ([^\n]*)", match["options"])
             ).get("pyobject", "(whole file)")
-            module = pathlib.Path(match["path"]).stem
+            # kernels/flash_triton.py -> "kernels.flash_triton"
+            module = ".".join(
+                (ROOT / "book" / match["path"])
+                .resolve()
+                .relative_to(ROOT / "course_pkg")
+                .with_suffix("")
+                .parts
+            )
             chapter = name.rsplit(".", 1)[0]
             objects = table.setdefault(module, {}).setdefault(chapter, [])
             if pyobject not in objects:
@@ -231,6 +247,9 @@ def _readme_module_rows() -> list[tuple[list[str], str]]:
     module table."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     modules = {p.stem for p in (ROOT / "course_pkg").glob("*.py")}
+    modules |= {
+        p.parent.name for p in (ROOT / "course_pkg").glob("*/__init__.py")
+    }
     rows = []
     for line in readme.splitlines():
         parts = [p.strip() for p in line.strip().strip("|").split("|")]
@@ -242,12 +261,19 @@ def _readme_module_rows() -> list[tuple[list[str], str]]:
 
 def printed_column(modules: list[str]) -> set[tuple[str, str]]:
     """What the README row of these modules must list: (chapter, object),
-    the object written `module.Object` in a row of several modules."""
-    printed = printed_by_module()
+    the object written `module.Object` in a row of several modules or of a
+    subpackage (`flash_triton.Object` in the row of `kernels`)."""
     return {
-        (chapter, pyobject if len(modules) == 1 else f"{module}.{pyobject}")
-        for module in modules
-        for chapter, objects in printed.get(module, {}).items()
+        (
+            chapter,
+            pyobject
+            if printed == modules[0] and len(modules) == 1
+            else f"{printed.removeprefix(row + '.')}.{pyobject}",
+        )
+        for row in modules
+        for printed, chapters in printed_by_module().items()
+        if printed == row or printed.startswith(row + ".")
+        for chapter, objects in chapters.items()
         for pyobject in objects
     }
 
@@ -257,7 +283,7 @@ def test_the_readme_says_which_chapter_prints_which_object():
     # table's last column lists, row by row, "chapter: `Object`, ...; ...".
     rows = _readme_module_rows()
     listed_modules = {m for modules, _ in rows for m in modules}
-    assert set(printed_by_module()) <= listed_modules
+    assert {m.split(".")[0] for m in printed_by_module()} <= listed_modules
     for modules, cell in rows:
         listed = {
             (chapter.strip(), shown)

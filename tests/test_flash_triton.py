@@ -1,0 +1,280 @@
+"""course_pkg.kernels.flash_triton: the Triton kernels, on every machine.
+
+Without a CUDA GPU the kernels run in Triton's interpreter: Triton reads
+``TRITON_INTERPRET`` when a kernel is defined, so it is set here, before the
+module is imported (this is the only test module that imports it; the
+pytest process then interprets every Triton kernel, which on a machine
+without a GPU is the only way to run one). On a GPU it is left unset and
+the same parity tests run compiled, marked ``cuda``.
+
+- parity, forward and backward, with the PyTorch version
+  (:mod:`course_pkg.flash`) and SDPA, float32 bounds from the float64
+  reference (tests/test_flash.py), float64 to 1e-12;
+- ahead-of-time compilation for sm80 and sm90 with the bundled ptxas, in a
+  subprocess without the interpreter, for each dtype the kernels take;
+- bad input refused before launch;
+- without triton the package still imports and says why.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from course_pkg.flash import flash_attention  # noqa: E402
+from course_pkg.kernels import flash_triton  # noqa: E402
+from course_pkg.kernels.flash_triton import triton_flash_attention  # noqa: E402
+from tests.conftest import CUDA  # noqa: E402
+from tests.test_flash import (  # noqa: E402
+    FORWARD_BOUND,
+    GRADIENT_BOUND,
+    inputs,
+    reference,
+    sdpa_mask,
+)
+
+DEVICES = ["cpu", CUDA] if flash_triton.INTERPRETED else [CUDA]
+
+# (B, H, Q, K, d, valid_lens, causal, block_q, block_k, dtype); T <= 128.
+f32, f64 = torch.float32, torch.float64
+CASES = {
+    "plain": (1, 2, 64, 64, 32, None, False, 32, 32, f32),
+    "T=100, not a multiple": (2, 1, 100, 100, 16, None, False, 32, 32, f32),
+    "causal": (1, 1, 128, 128, 32, None, True, 32, 64, f32),
+    "causal, Q < K": (1, 2, 40, 90, 16, None, True, 32, 32, f32),
+    "lengths (B,) with 0": (
+        2,
+        1,
+        70,
+        70,
+        16,
+        torch.tensor([0, 33]),
+        False,
+        32,
+        32,
+        f32,
+    ),  # fmt: skip
+    "lengths (B, Q)": (
+        1,
+        1,
+        33,
+        50,
+        16,
+        torch.arange(33)[None] % 7,
+        False,
+        32,
+        32,
+        f32,
+    ),  # fmt: skip
+    "causal with lengths": (
+        2,
+        1,
+        64,
+        64,
+        32,
+        torch.tensor([64, 20]),
+        True,
+        32,
+        32,
+        f32,
+    ),  # fmt: skip
+    "d=64, blocks 64 x 32": (1, 1, 96, 96, 64, None, False, 64, 32, f32),
+    "float64": (1, 2, 50, 50, 16, None, False, 32, 32, f64),
+    "float64 causal": (1, 1, 96, 96, 32, None, True, 32, 32, f64),
+    "float64 causal, lengths, Q < K": (
+        2,
+        1,
+        30,
+        61,
+        16,
+        torch.tensor([61, 0]),
+        True,
+        32,
+        32,
+        f64,
+    ),  # fmt: skip
+}
+
+
+def _case(name, device):
+    B, H, Tq, Tk, d, lens, causal, bq, bk, dtype = CASES[name]
+    leaves = [x.detach().to(device) for x in inputs(B, H, Tq, Tk, d, d, dtype)]
+    return leaves, lens, causal, bq, bk
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", CASES)
+def test_kernels_match_the_pytorch_version_and_sdpa(name, device):
+    leaves, lens, causal, bq, bk = _case(name, device)
+    ours = [x.clone().requires_grad_() for x in leaves]
+    torch_version = [x.clone().requires_grad_() for x in leaves]
+    exact = [x.double().clone().requires_grad_() for x in leaves]
+    out = triton_flash_attention(*ours, lens, causal, bq, bk)
+    out_torch = flash_attention(*torch_version, lens, causal, bq, bk)
+    out_exact = reference(*exact, lens, causal)
+    grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))
+    grad = grad.to(device, out.dtype)
+    grads = torch.autograd.grad(out, ours, grad)
+    grads_torch = torch.autograd.grad(out_torch, torch_version, grad)
+    grads_exact = torch.autograd.grad(out_exact, exact, grad.double())
+    double = leaves[0].dtype == torch.float64
+    forward_bound = 1e-12 if double else FORWARD_BOUND
+    gradient_bound = 1e-12 if double else GRADIENT_BOUND
+    for result in (out, out_torch):
+        assert (result.double() - out_exact).abs().max() < forward_bound
+    for result in (grads, grads_torch):
+        for got, want in zip(result, grads_exact):
+            assert (got.double() - want).abs().max() < gradient_bound
+    if not double:  # and SDPA, which nobody here wrote
+        mask = sdpa_mask(lens, *out.shape[2:3], leaves[1].shape[2], causal)
+        sdpa = F.scaled_dot_product_attention(
+            *leaves, attn_mask=mask.to(device)
+        )
+        assert (out - sdpa).abs().max() < 2 * FORWARD_BOUND
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_kernels_on_a_gpu(dtype):
+    leaves, _, _, _, _ = _case("causal", "cuda")
+    q, k, v = (x.to(dtype).requires_grad_() for x in leaves)
+    out = triton_flash_attention(q, k, v, None, True, 64, 64)
+    sdpa = F.scaled_dot_product_attention(
+        *(x.detach().float() for x in (q, k, v)), is_causal=True
+    )
+    # float16 / bfloat16 inputs, float32 accumulation: a few units of the
+    # last place of the 16-bit output (eps: 1e-3 and 8e-3).
+    assert (out.float() - sdpa).abs().max() < 40 * torch.finfo(dtype).eps
+    out.float().sum().backward()
+    assert all(x.grad.isfinite().all() for x in (q, k, v))
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def _arguments(**change):
+    arguments = dict(
+        queries=torch.randn(1, 2, 40, 16),
+        keys=torch.randn(1, 2, 40, 16),
+        values=torch.randn(1, 2, 40, 16),
+        valid_lens=None,
+        causal=False,
+        block_q=32,
+        block_k=32,
+    )
+    arguments.update(change)
+    return arguments
+
+
+BAD = {
+    "non-contiguous": (dict(keys=torch.randn(1, 2, 16, 40).transpose(2, 3)),
+                       ValueError, "keys must be contiguous"),  # fmt: skip
+    "d not a power of two": (
+        dict(queries=torch.randn(1, 2, 40, 24), keys=torch.randn(1, 2, 40, 24),
+             values=torch.randn(1, 2, 40, 24)), ValueError, "d = d_v"),
+    "d below 16": (
+        dict(queries=torch.randn(1, 2, 40, 8), keys=torch.randn(1, 2, 40, 8),
+             values=torch.randn(1, 2, 40, 8)), ValueError, "d = d_v"),
+    "d_v != d": (dict(values=torch.randn(1, 2, 40, 32)), ValueError, "d_v"),
+    "block of 48": (dict(block_q=48), ValueError, "block_q must be a power"),
+    "block of 256": (dict(block_k=256), ValueError, "block_k"),
+    "block not an int": (dict(block_k=32.0), TypeError, "block_k"),
+    "integer inputs": (
+        dict(queries=torch.ones(1, 2, 40, 16, dtype=torch.int32)),
+        TypeError, "queries"),
+    "two devices": (dict(keys=torch.randn(1, 2, 40, 16, device="meta")),
+                    ValueError, "one device"),  # fmt: skip
+    "meta tensors": (
+        {n: torch.randn(1, 2, 40, 16, device="meta")
+         for n in ("queries", "keys", "values")}, ValueError, "CUDA device"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_bad_input_is_refused_before_launch(case):
+    change, error, message = BAD[case]
+    with pytest.raises(error, match=message):
+        triton_flash_attention(**_arguments(**change))
+
+
+def test_the_interpreter_refuses_bfloat16(monkeypatch):
+    monkeypatch.setattr(flash_triton, "INTERPRETED", True)
+    arguments = _arguments()
+    for name in ("queries", "keys", "values"):
+        arguments[name] = arguments[name].bfloat16()
+    with pytest.raises(TypeError, match="bfloat16"):
+        triton_flash_attention(**arguments)
+
+
+def test_cpu_tensors_without_the_interpreter_are_refused(monkeypatch):
+    monkeypatch.setattr(flash_triton, "INTERPRETED", False)
+    with pytest.raises(ValueError, match="TRITON_INTERPRET=1"):
+        triton_flash_attention(**_arguments())
+
+
+# ---------------------------------------------------- compiling without a GPU
+
+COMPILE = """
+import sys, torch
+from course_pkg.kernels.flash_triton import compile_kernels
+for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+    cubins = compile_kernels(int(sys.argv[1]), dtype, 16, 16, 16, True)
+    for name, cubin in cubins.items():
+        print(dtype, name, cubin[:4] == b"\\x7fELF", len(cubin))
+"""
+
+
+@pytest.mark.parametrize("capability", [80, 90])
+def test_kernels_compile_for_sm80_and_sm90_without_a_gpu(capability):
+    # The smallest tiles the checks accept (d = 16, blocks of 16): where
+    # tl.dot's minimum sizes bite. Larger tiles compile too but take ~10 s
+    # per dtype here (measured: d = 64, blocks of 64, 30 s for float64).
+    environment = dict(os.environ)
+    environment.pop("TRITON_INTERPRET", None)
+    result = subprocess.run(
+        [sys.executable, "-c", COMPILE, str(capability)],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.split("\n")[:-1]
+    assert len(lines) == 4 * 3, result.stdout
+    assert all(line.split()[2] == "True" for line in lines), result.stdout
+
+
+NO_TRITON = """
+import sys
+sys.modules["triton"] = None  # what an import of a missing package gives
+import course_pkg, course_pkg.flash
+from course_pkg.kernels import triton_status
+available, why = triton_status()
+print(available, why)
+try:
+    import course_pkg.kernels.flash_triton
+except ImportError as error:
+    print("ImportError:", error)
+"""
+
+
+def test_without_triton_the_package_imports_and_says_why():
+    result = subprocess.run(
+        [sys.executable, "-c", NO_TRITON],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.startswith("False triton does not import here")
+    assert "ImportError: course_pkg.kernels.flash_triton needs triton" in (
+        result.stdout
+    )
