@@ -47,6 +47,11 @@ Module                     What it holds (chapter)
 ``lm_translation``         translation as language modelling with a GPT
 ``lm_variants``            a GPT with options: KV heads, norm, FFN, placement
 ``plotting``               heatmaps and line plots
+``kv_memory``              KV-cache bytes per token; published models
+``sliding_window``         sliding-window attention, the rolling cache
+``paged_cache``            the paged KV cache: blocks, tables, waste
+``speculative``            speculative decoding: draft, verify, resample
+``long_context``           ALiBi, position interpolation, NTK-aware RoPE
 =========================  =================================================
 
 Shape letters, the same in code, docstrings and the book (where each is a size,

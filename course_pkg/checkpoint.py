@@ -1,11 +1,13 @@
 """Checkpoints that are verified before anything is loaded.
 
 Used by :mod:`course_pkg.train` (which re-exports both functions). A file is
-a header line, the SHA-256 of the body, and the body written by
-``torch.save``. Loading reads the body with ``weights_only=True`` (a
-checkpoint cannot run code), refuses a file whose digest differs (a flipped
-byte, a truncated copy), and checks the whole saved state against the model
-and optimizer before it copies a single value.
+the magic line ``course_pkg checkpoint v2``, the SHA-256 of the body as 64
+lowercase hex digits and a newline, then the body written by ``torch.save``.
+The header is parsed strictly, byte by byte. Loading reads the body with
+``weights_only=True`` (a checkpoint cannot run code), refuses a file whose
+header or digest differs (a flipped byte, a truncated copy), and checks the
+whole saved state against the model and optimizer before it copies a single
+value.
 
 Extra values round-trip: numbers, strings, bytes, None, tensors, lists,
 tuples and dicts of them, and also NumPy scalars, ``pathlib`` paths and the
@@ -32,6 +34,7 @@ from course_pkg.files import write_atomically
 
 _MAGIC = b"course_pkg checkpoint v2\n"
 _DIGEST_LEN = 64  # hex SHA-256
+_HEX = frozenset(b"0123456789abcdef")
 _TAG = "__course_pkg_type__"
 
 
@@ -172,19 +175,49 @@ def save_checkpoint(
     )
 
 
+def _split_header(path: Any, data: bytes) -> tuple[bytes, bytes]:
+    """The stored digest and the body of a checkpoint file's bytes.
+
+    The header is read byte by byte, nothing in it is skipped: the exact
+    magic line, then exactly 64 lowercase hex digits, then a newline. Any
+    other byte is refused with its offset.
+    """
+    if not data.startswith(_MAGIC):
+        raise ValueError(
+            f"{path} is not a course_pkg checkpoint (empty, foreign or "
+            "written by an older version: save it again with save_checkpoint)"
+        )
+    start = len(_MAGIC)
+    digest = data[start : start + _DIGEST_LEN]
+    for offset, byte in enumerate(digest, start):
+        if byte not in _HEX:
+            raise ValueError(
+                f"{path} is corrupted: byte {offset} of its header is "
+                f"{bytes([byte])!r}, where the digest must be "
+                f"{_DIGEST_LEN} lowercase hex digits"
+            )
+    end = start + _DIGEST_LEN
+    if len(data) <= end:
+        raise ValueError(
+            f"{path} is corrupted or truncated: it ends at byte {len(data)}, "
+            f"inside its header of {end + 1} bytes"
+        )
+    if data[end] != ord("\n"):
+        raise ValueError(
+            f"{path} is corrupted: byte {end} of its header is "
+            f"{data[end : end + 1]!r}, where the newline after the digest "
+            "must be"
+        )
+    return digest, data[end + 1 :]
+
+
 def _read_verified(
     path: str | os.PathLike, map_location: torch.device | str | None
 ) -> dict[str, Any]:
     """The payload of a checkpoint file, after its header and digest are
     checked."""
     data = pathlib.Path(path).read_bytes()
-    if not data.startswith(_MAGIC):
-        raise ValueError(
-            f"{path} is not a course_pkg checkpoint (empty, foreign or "
-            "written by an older version: save it again with save_checkpoint)"
-        )
-    start = len(_MAGIC) + _DIGEST_LEN + 1
-    digest, body = data[len(_MAGIC) : start - 1], data[start:]
+    digest, body = _split_header(path, data)
     if hashlib.sha256(body).hexdigest().encode() != digest:
         raise ValueError(
             f"{path} is corrupted or truncated: its SHA-256 does not match "

@@ -36,6 +36,7 @@ from course_pkg.checks import (
     check_tensor,
     check_valid_lens,
 )
+from course_pkg.long_context import alibi_bias
 from course_pkg.masks import hide_unseen, masked_softmax
 from course_pkg.rotary import RotaryEmbedding
 
@@ -211,8 +212,11 @@ class GroupedQueryAttention(MultiHeadAttention):
         bias: whether the four projections have a bias.
         num_kv_heads: number of key/value heads, dividing H (default H).
         rotary: rotate every head's queries and keys by their positions
-            (:class:`course_pkg.rotary.RotaryEmbedding`); keys sit at
-            positions 0..K - 1 and queries at the last Q of them.
+            (True: a :class:`course_pkg.rotary.RotaryEmbedding`; or the
+            embedding to use, e.g. a scaled one); keys sit at positions
+            0..K - 1 and queries at the last Q of them.
+        alibi: add ALiBi's bias -m_h * abs(i - j) to head h's scores
+            (:func:`course_pkg.long_context.alibi_bias`).
         query_size, key_size, value_size: input widths (default D).
     Attributes:
         head_width: d = D / H. W_k, W_v: project to num_kv_heads * d.
@@ -231,7 +235,8 @@ class GroupedQueryAttention(MultiHeadAttention):
         bias: bool = False,
         *,
         num_kv_heads: int | None = None,
-        rotary: bool = False,
+        rotary: bool | RotaryEmbedding = False,
+        alibi: bool = False,
         query_size: int | None = None,
         key_size: int | None = None,
         value_size: int | None = None,
@@ -257,7 +262,10 @@ class GroupedQueryAttention(MultiHeadAttention):
             kv_width=num_kv_heads * head_width,
         )
         self.num_kv_heads, self.head_width = num_kv_heads, head_width
-        self.rotary = RotaryEmbedding(head_width) if rotary else None
+        if rotary is True:
+            rotary = RotaryEmbedding(head_width)
+        self.rotary = rotary or None
+        self.alibi = alibi
 
     def forward(
         self,
@@ -330,20 +338,14 @@ class GroupedQueryAttention(MultiHeadAttention):
         causal: bool = False,
         need_weights: bool = True,
     ) -> torch.Tensor:
-        """Attend from new queries over the key/value heads of a cache.
+        """Attend from new queries (B, Q, query_size), not yet projected,
+        over the key/value heads of a cache (keys and values (B, G, K, d)
+        from :meth:`cache`) -> (B, Q, D).
 
-        Args:
-            queries: (B, Q, query_size), not yet projected.
-            cache: keys and values (B, G, K, d) from :meth:`cache`.
-            valid_lens: None, (B,) or (B, Q) numbers of valid keys.
-            causal: as in ``forward``; the queries are the last Q of the K
-                positions.
-            need_weights: ignored: this layer always computes its weights.
-        Returns:
-            (B, Q, D).
-        Raises:
-            TypeError, ValueError: on inputs that do not fit each other or
-                the layer (checked here too: blocks call it directly).
+        valid_lens (None, (B,) or (B, Q)) and causal as in ``forward``, the
+        queries being the last Q of the K positions; need_weights is ignored
+        (the weights are always kept). Raises TypeError, ValueError on inputs
+        that do not fit (checked here too: blocks call it directly).
         """
         self._check_attend(queries, cache, valid_lens, causal)
         keys, values = cache
@@ -362,6 +364,15 @@ class GroupedQueryAttention(MultiHeadAttention):
         # Each key/value head serves its group by broadcasting, not copying.
         scores = grouped_queries @ keys[:, :, None].transpose(3, 4)
         scores = scores / math.sqrt(self.head_width)  # (..., Q, K)
+        if self.alibi:
+            bias = alibi_bias(
+                self.num_heads,
+                num_queries,
+                num_keys,
+                scores.device,
+                scores.dtype,
+            )  # (H, Q, K)
+            scores = scores + bias.view(*groups[1:], num_queries, num_keys)
         if valid_lens is not None:
             valid_lens = valid_lens.repeat_interleave(self.num_heads, dim=0)
         weights = masked_softmax(

@@ -27,6 +27,7 @@ from course_pkg.checks import check_positive_number, check_sentences
 from course_pkg.data import Vocab, tokenize, tokenize_pairs, truncate_pad
 from course_pkg.gpt import GPT, generate
 from course_pkg.train import (
+    linear_warmup,
     masked_cross_entropy,
     optimizer_step,
     training_record,
@@ -215,6 +216,7 @@ def train_lm(
     pad: int,
     grad_clip: float | None = 1.0,
     device: torch.device | str | None = None,
+    warmup_steps: int = 0,
 ) -> dict[str, Any]:
     """Train a language model with Adam, one learning rate per epoch.
 
@@ -226,30 +228,39 @@ def train_lm(
             the number of epochs).
         pad: the ignored label. grad_clip: largest gradient norm, or None.
         device: where to train; None: the model's device.
+        warmup_steps: W; update s (counted from 1 over the whole run) uses
+            its epoch's rate times :func:`course_pkg.train.linear_warmup`
+            ``(s, W)``, a linear ramp that reaches the epoch's rate at update
+            W. 0: no warm-up.
     Returns:
         dict with ``epoch_loss`` (label-weighted mean per epoch),
-        ``step_loss`` (per batch) and ``train_seconds``; the model is left
-        in eval mode.
+        ``step_loss`` (per batch), ``step_lr`` (the rate of each update) and
+        ``train_seconds``; the model is left in eval mode.
     Raises:
-        TypeError: if a learning rate is not a number.
-        ValueError: if lr_per_epoch is empty or a rate is not finite > 0.
+        TypeError: if a learning rate is not a number or warmup_steps not an
+            int.
+        ValueError: if lr_per_epoch is empty, a rate is not finite > 0, or
+            warmup_steps < 0.
     """
     if len(lr_per_epoch) == 0:
         raise ValueError("lr_per_epoch must hold one learning rate per epoch")
     for lr in lr_per_epoch:
         check_positive_number("lr_per_epoch", lr)
+    linear_warmup(1, warmup_steps)  # refuses a bad warmup_steps up front
     if device is None:
         device = next(model.parameters()).device
     model.to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=lr_per_epoch[0])
     epoch_loss: list[float] = []
     step_loss: list[float] = []
+    step_lr: list[float] = []
     start = time.perf_counter()
     for lr in lr_per_epoch:
-        for group in optimizer.param_groups:
-            group["lr"] = lr
         loss_sum, num_labels = 0.0, 0
         for X, Y in batches:
+            step_lr.append(lr * linear_warmup(len(step_lr) + 1, warmup_steps))
+            for group in optimizer.param_groups:
+                group["lr"] = step_lr[-1]
             X, Y = X.to(device), Y.to(device)
             loss = masked_cross_entropy(model(X), Y, pad)
             step_loss.append(optimizer_step(model, optimizer, loss, grad_clip))
@@ -259,7 +270,8 @@ def train_lm(
                 num_labels + count,
             )
         epoch_loss.append(loss_sum / max(num_labels, 1))
-    return training_record(model, start, epoch_loss, step_loss)
+    record = training_record(model, start, epoch_loss, step_loss)
+    return {**record, "step_lr": step_lr}
 
 
 def translate_lm(

@@ -29,12 +29,21 @@ class RotaryEmbedding(nn.Module):
     Args:
         head_width: d, the width of the vectors it rotates; even.
         base: the base of the frequencies theta_i = base^(-2i/d).
+        position_scale: positions are divided by it before they are turned
+            into angles (position interpolation, see
+            :mod:`course_pkg.long_context`); 1 is plain RoPE.
     Raises:
         TypeError: if head_width is not an int.
-        ValueError: if head_width is not positive and even, or base <= 1.
+        ValueError: if head_width is not positive and even, base <= 1 or
+            position_scale <= 0.
     """
 
-    def __init__(self, head_width: int, base: float = 10000.0):
+    def __init__(
+        self,
+        head_width: int,
+        base: float = 10000.0,
+        position_scale: float = 1.0,
+    ):
         super().__init__()
         if not isinstance(head_width, int) or isinstance(head_width, bool):
             raise TypeError(
@@ -46,14 +55,19 @@ class RotaryEmbedding(nn.Module):
             )
         if not base > 1:
             raise ValueError(f"base must be > 1, got {base}")
+        if not position_scale > 0:
+            raise ValueError(
+                f"position_scale must be > 0, got {position_scale}"
+            )
         self.head_width, self.base = head_width, float(base)
+        self.position_scale = float(position_scale)
 
     def angles(
         self,
         positions: torch.Tensor,
         dtype: torch.dtype = torch.float32,
     ) -> torch.Tensor:
-        """The angles m * theta_i.
+        """The angles (m / position_scale) * theta_i.
 
         Args:
             positions: (T,) positions m (integers or floats).
@@ -65,7 +79,8 @@ class RotaryEmbedding(nn.Module):
             0, self.head_width, 2, device=positions.device, dtype=dtype
         )
         inverse_frequency = self.base ** (-pair_index / self.head_width)
-        return positions.to(dtype)[:, None] * inverse_frequency[None]
+        scaled = positions.to(dtype) / self.position_scale
+        return scaled[:, None] * inverse_frequency[None]
 
     def forward(self, X: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """Rotate the vectors of positions offset, ..., offset + T - 1.

@@ -16,6 +16,7 @@ length, ``V`` vocabulary size, ``D`` width.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -27,6 +28,8 @@ from course_pkg.attention import MultiHeadAttention
 from course_pkg.checks import check_int, check_positive_int, check_token_ids
 from course_pkg.device import seed_everything
 from course_pkg.efficient_attention import GroupedQueryAttention
+from course_pkg.long_context import scaled_rotary
+from course_pkg.positional import LearnedPositionalEncoding, PositionalEncoding
 
 _Model = TypeVar("_Model", bound=nn.Module)
 
@@ -191,6 +194,7 @@ class CopyBack(nn.Module):
         vocab_size: V. num_hiddens: D. num_heads: H.
         num_kv_heads: G, the key/value heads of a grouped-query layer.
         rotary: rotate the queries and keys by their positions.
+        alibi: bias the scores by distance (ALiBi) instead.
     """
 
     def __init__(
@@ -202,12 +206,13 @@ class CopyBack(nn.Module):
         *,
         num_kv_heads: int | None = None,
         rotary: bool = False,
+        alibi: bool = False,
     ):
         super().__init__()
         self.vocab_size = vocab_size
         self.embedding = nn.Embedding(vocab_size, num_hiddens)
         self.positional = nn.Identity() if positional is None else positional
-        if num_kv_heads is None and not rotary:
+        if num_kv_heads is None and not rotary and not alibi:
             self.attention = MultiHeadAttention(num_hiddens, num_heads)
         else:
             self.attention = GroupedQueryAttention(
@@ -215,6 +220,7 @@ class CopyBack(nn.Module):
                 num_heads,
                 num_kv_heads=num_kv_heads,
                 rotary=rotary,
+                alibi=alibi,
             )
         self.readout = nn.Linear(num_hiddens, vocab_size)
 
@@ -239,6 +245,7 @@ def train_copy_back(
     data_seed: int = 1,
     num_kv_heads: int | None = None,
     rotary: bool = False,
+    alibi: bool = False,
     device: torch.device | str = "cpu",
 ) -> CopyBack:
     """Train a :class:`CopyBack` to output, at t >= shift, the token at
@@ -252,7 +259,7 @@ def train_copy_back(
             parameters), or None. num_steps: optimisation steps.
         shift: how far back to copy. max_train_len: longest training length.
         seed: seeds the weights. data_seed: seeds the (CPU) generator of the
-            batches. num_kv_heads, rotary: as in :class:`CopyBack`.
+            batches. num_kv_heads, rotary, alibi: as in :class:`CopyBack`.
         device: where to train.
     Returns:
         The trained CopyBack, on device.
@@ -282,7 +289,9 @@ def train_copy_back(
         )
 
     def make_model() -> CopyBack:
-        return CopyBack(positional, num_kv_heads=num_kv_heads, rotary=rotary)
+        return CopyBack(
+            positional, num_kv_heads=num_kv_heads, rotary=rotary, alibi=alibi
+        )
 
     return _train(
         make_model, loss_of_a_batch, num_steps, seed, data_seed, device
@@ -317,6 +326,81 @@ def accuracy_by_position(
     with torch.no_grad():
         predicted = model(tokens)[:, shift:].argmax(-1)
     return (predicted == tokens[:, :-shift]).float().mean(0)
+
+
+# Position schemes of the longer-than-trained experiment ("Attention at
+# inference time"): the three RoPE rows share one trained model, rescaled
+# only at test time.
+LENGTH_VARIANTS = (
+    "learned",
+    "sinusoidal",
+    "rope",
+    "rope-interpolation",
+    "rope-ntk",
+    "alibi",
+)
+
+
+def copy_back_at_lengths(
+    variant: str,
+    seed: int,
+    test_lens: tuple[int, ...],
+    max_train_len: int = 16,
+    model: CopyBack | None = None,
+    num_steps: int = 400,
+) -> tuple[dict[int, float], CopyBack]:
+    """Train a :class:`CopyBack` on lengths up to L = max_train_len with
+    one position scheme, and measure its accuracy on longer sequences.
+
+    The RoPE rows rescale a model trained with plain RoPE for each test
+    length T' by the factor s = T' / L
+    (:func:`course_pkg.long_context.scaled_rotary`), without fine-tuning;
+    pass that model as ``model`` to reuse it.
+
+    Args:
+        variant: one of ``LENGTH_VARIANTS``. seed: weights (batches:
+            seed + 1000). test_lens: the lengths T' to test.
+        max_train_len: L. model: a trained model to test instead of
+            training one. num_steps: training steps.
+    Returns:
+        ({T': mean accuracy over positions}, the trained model).
+    Raises:
+        ValueError: on an unknown variant.
+    """
+    if variant not in LENGTH_VARIANTS:
+        raise ValueError(
+            f"variant must be one of {LENGTH_VARIANTS}, got {variant!r}"
+        )
+    if model is None:
+        longest = max(test_lens)
+        positional = {
+            "learned": LearnedPositionalEncoding(32, 0.0, longest),
+            "sinusoidal": PositionalEncoding(32, 0.0, longest),
+        }.get(variant)
+        model = train_copy_back(
+            positional,
+            num_steps=num_steps,
+            max_train_len=max_train_len,
+            seed=seed,
+            data_seed=seed + 1000,
+            rotary=variant.startswith("rope"),
+            alibi=variant == "alibi",
+        )
+    accuracy = {}
+    for length in test_lens:
+        tested = model
+        if variant in ("rope-interpolation", "rope-ntk"):
+            tested = copy.deepcopy(model)
+            scaling = variant.removeprefix("rope-")
+            factor = max(length / max_train_len, 1.0)
+            tested.attention.rotary = scaled_rotary(
+                model.attention.head_width, scaling, factor
+            )
+        accuracy[length] = accuracy_by_position(
+            tested, length, seed=100
+        ).mean()
+        accuracy[length] = float(accuracy[length])
+    return accuracy, model
 
 
 def _check_shift(shift: int, length: int, length_name: str) -> None:

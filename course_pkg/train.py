@@ -87,6 +87,38 @@ def masked_cross_entropy(
     return total / mask.sum().clamp(min=1)
 
 
+# ----------------------------------------------------------- the learning rate
+
+
+def linear_warmup(step: int, warmup_steps: int) -> float:
+    """Factor on the learning rate at one update of a linear warm-up.
+
+    The factor grows by ``1 / warmup_steps`` per update, from
+    ``1 / warmup_steps`` at the first update to 1 at update ``warmup_steps``,
+    and stays 1 after it (torch's ``LinearLR`` with
+    ``start_factor=1 / warmup_steps`` gives the same values).
+
+    Args:
+        step: the update's number, counted from 1.
+        warmup_steps: W, the update at which the full rate is reached; 0 means
+            no warm-up (the factor is always 1).
+    Returns:
+        ``min(step / W, 1.0)``, or 1.0 when W = 0.
+    Raises:
+        TypeError: if step or warmup_steps is not an int.
+        ValueError: if step < 1 or warmup_steps < 0.
+    """
+    check_int("step", step)
+    check_int("warmup_steps", warmup_steps)
+    if step < 1:
+        raise ValueError(f"step counts updates from 1, got {step}")
+    if warmup_steps < 0:
+        raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
+    if warmup_steps == 0:
+        return 1.0
+    return min(step / warmup_steps, 1.0)
+
+
 # -------------------------------------------------------------------- the loop
 
 

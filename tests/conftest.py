@@ -5,9 +5,14 @@
 - the ``cuda`` marker: tests (and ``device`` cases) that need a CUDA GPU. Without one they are
   deselected, never skipped: ``make unit`` passes ``-m "not cuda"`` there, and a run that chooses
   no markers deselects them here and says how many and why. On a GPU: ``pytest -m cuda``.
-- hypothesis: no per-example deadline for the property tests (a model's first call is slow, and
-  a shared machine slows any call), set once here as the ``course`` profile, on top of
-  hypothesis' ``ci`` profile under CI (:func:`tests.ci.in_ci`) and its default profile elsewhere.
+- hypothesis: the ``course`` profile, set once here, is hypothesis' ``ci`` profile on every
+  machine, in CI or not: derandomised (the examples come from a seed fixed by the test's own
+  source, so every run draws the same ones and a verdict never depends on luck), no example
+  database (a failure stored by one run is not replayed by the next), no per-example deadline
+  and no too_slow health check (a shared machine slows any call: time decides nothing).
+  Integrity guards whose space is small enumerate it instead (tests/README.md).
+- the ``numerics`` marker: the tests whose verdict rests on float rounding (a float32 bound);
+  ``make test`` runs them again on the plainest CPU path and on 2 threads (tests/README.md).
 - the package's disk cache (the generated corpus, :func:`course_pkg.files.cached_json`) goes to a
   folder of the session, removed at its end, unless ``COURSE_CACHE_DIR`` is set: a test run
   neither reads a user's cache nor fills it. The notebooks' kernels inherit the variable.
@@ -24,14 +29,10 @@ import pytest
 import torch
 from hypothesis import settings
 
-from tests.ci import in_ci
-
-# Built on hypothesis' own profile for the place it runs: under CI its "ci" profile
-# (derandomised, no example database, no too_slow health check), elsewhere its default.
+# hypothesis' "ci" profile everywhere (derandomised, no example database, no too_slow health
+# check): a property test draws the same examples on every run, under CI or not.
 settings.register_profile(
-    "course",
-    parent=settings.get_profile("ci" if in_ci() else "default"),
-    deadline=None,
+    "course", parent=settings.get_profile("ci"), deadline=None
 )
 settings.load_profile("course")
 
@@ -43,6 +44,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "cuda: needs a CUDA GPU; deselected where there is none (on a GPU: pytest -m cuda)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "numerics: the verdict rests on float rounding; make test runs these again on "
+        "ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE and on 2 threads",
     )
     if "COURSE_CACHE_DIR" not in os.environ:
         folder = tempfile.mkdtemp(prefix="course-cache-")
@@ -84,3 +90,22 @@ DEVICES = ["cpu", "meta", CUDA]
 @pytest.fixture(params=DEVICES)
 def device(request) -> torch.device:
     return torch.device(request.param)
+
+
+@pytest.fixture
+def float64():
+    """The test runs with float64 as torch's default dtype (restored after it).
+
+    For the tests that compare two computations which are equal in exact arithmetic (causal or
+    padding invariance, cached vs uncached, parity with torch or d2l): every module and random
+    tensor the test makes is float64, so rounding is ~1e-16 and a tight bound (1e-12 to 1e-10)
+    holds on every CPU path and thread count, far below what a real bug gives. The float32
+    comparisons that remain have bounds measured by tests/measure_tolerances.py
+    (tests/README.md).
+    """
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)

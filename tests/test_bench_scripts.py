@@ -52,6 +52,15 @@ RUNS = {
             "ours-pytorch",
         ],
     ),
+    "inference.py": (
+        "--device cpu --threads 1 --batch 8 --max-len 64 --epochs 1"
+        " --num-pairs 256 --prompts 3 --window 8 --lengths 16 32",
+        ["contiguous/paged =", "speculative/plain =", "full/rolling ="],
+    ),
+    "long_context.py": (
+        "--device cpu --threads 1 --seeds 2 --train-len 4 --steps 5",
+        ["rope-ntk", "min-3std"],
+    ),
     "ddp.py": (
         "--device cpu --batch 8 --steps 2 --warmup 1 --num-pairs 64",
         ["2 processes / 1: tokens/s", "cost model:"],

@@ -234,6 +234,7 @@ def encoder_batch(seed: int = 1, B: int = 4, T: int = 9):
     return tokens, segments, valid_lens
 
 
+@pytest.mark.usefixtures("float64")
 @settings(max_examples=25)
 @given(seed=st.integers(0, 10_000))
 def test_padded_tokens_and_segments_never_change_a_valid_output(seed):
@@ -249,7 +250,7 @@ def test_padded_tokens_and_segments_never_change_a_valid_output(seed):
         before = model(tokens, segments, valid_lens)
         after = model(other_tokens, other_segments, valid_lens)
     torch.testing.assert_close(
-        after[~padded], before[~padded], atol=1e-6, rtol=0
+        after[~padded], before[~padded], atol=1e-12, rtol=0
     )
     assert before.shape == (4, 9, D)
 
@@ -270,6 +271,7 @@ def test_segments_and_positions_change_the_output():
     )
 
 
+@pytest.mark.usefixtures("float64")
 def test_encoder_matches_d2l_bert_encoder():
     ours = encoder(max_len=20)
     theirs = d2l.BERTEncoder(V, D, FFN, H, N, 0.0, max_len=20).eval()
@@ -280,11 +282,12 @@ def test_encoder_matches_d2l_bert_encoder():
         torch.testing.assert_close(
             ours(tokens, segments, valid_lens),
             theirs(tokens, segments, valid_lens),
-            atol=1e-5,
-            rtol=1e-5,
+            atol=1e-12,
+            rtol=0,
         )
 
 
+@pytest.mark.usefixtures("float64")
 @torch.no_grad()
 def test_reused_blocks_match_torch_transformer_encoder_layers():
     """Our embeddings followed by torch's post-norm encoder layers with our block weights."""
@@ -331,8 +334,8 @@ def test_reused_blocks_match_torch_transformer_encoder_layers():
     torch.testing.assert_close(
         ours(tokens, segments, valid_lens)[~padding],
         X[~padding],
-        atol=1e-5,
-        rtol=1e-5,
+        atol=1e-12,
+        rtol=0,
     )
 
 
@@ -415,6 +418,7 @@ def test_classifier_wraps_the_given_encoder_in_place():
         BERTClassifier(model, 3, pooling="max")
 
 
+@pytest.mark.usefixtures("float64")
 @torch.no_grad()
 def test_mean_pooling_averages_the_valid_positions_only():
     classifier = BERTClassifier(encoder(), 3, pooling="mean").eval()
@@ -426,6 +430,8 @@ def test_mean_pooling_averages_the_valid_positions_only():
     torch.testing.assert_close(
         classifier(tokens, segments, valid_lens),
         classifier.classifier(means[:, None]),
+        atol=1e-12,
+        rtol=0,
     )
 
 

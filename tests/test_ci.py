@@ -3,8 +3,10 @@ tests/conftest.py."""
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
 from tests.ci import in_ci, missing
 
@@ -42,11 +44,31 @@ def test_a_missing_input_fails_under_ci_and_skips_elsewhere(
     assert raised.type is outcome.Exception
 
 
-def test_the_course_profile_keeps_hypothesis_own_profile_for_the_place():
-    parent = settings.get_profile("ci" if in_ci() else "default")
+def test_the_course_profile_is_derandomised_everywhere():
+    """In CI or not: the same examples on every run, no database, time decides nothing."""
+    ci = settings.get_profile("ci")
     active = settings()  # what a @given test without its own @settings gets
     assert active.deadline is None
+    assert active.derandomize and active.database is None
     for name in ("derandomize", "database", "suppress_health_check"):
-        assert getattr(active, name) == getattr(parent, name), name
-    if in_ci():
-        assert active.derandomize and active.database is None
+        assert getattr(active, name) == getattr(ci, name), name
+    assert HealthCheck.too_slow in active.suppress_health_check
+
+
+def test_a_test_with_its_own_settings_stays_derandomised():
+    # what @settings(max_examples=..., deadline=None) on a test builds: the rest is the profile's
+    own = settings(max_examples=5, deadline=None)
+    assert own.derandomize and own.database is None
+
+
+def test_no_property_test_turns_randomness_back_on():
+    """No test file undoes the profile: no derandomize=False, no example database."""
+    folder = pathlib.Path(__file__).parent
+    for path in folder.glob("test_*.py"):
+        if path.name == "test_ci.py":
+            continue
+        text = path.read_text().replace(" ", "")
+        assert "derandomize=False" not in text, path.name
+        assert text.count("database=") == text.count("database=None"), (
+            f"{path.name} sets an example database"
+        )

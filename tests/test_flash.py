@@ -114,6 +114,7 @@ PARITY_CASES = {
 }
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("case", PARITY_CASES)
 def test_float32_parity_with_sdpa_and_the_float64_reference(case):
     B, H, Tq, Tk, d, d_v, lens, causal, bq, bk = PARITY_CASES[case]

@@ -39,9 +39,11 @@ VARIANTS = [
 ]
 
 
-def make(seed: int = 0, dtype=torch.float32, **options) -> VariantGPT:
+def make(seed: int = 0, dtype=None, **options) -> VariantGPT:
+    """In torch's default dtype unless ``dtype`` is given."""
     torch.manual_seed(seed)
-    return VariantGPT(V, D, FFN, H, N, 0.0, 40, **options).to(dtype).eval()
+    model = VariantGPT(V, D, FFN, H, N, 0.0, 40, **options)
+    return (model if dtype is None else model.to(dtype)).eval()
 
 
 def tokens(seed: int = 1, B: int = 3, T: int = 9) -> torch.Tensor:
@@ -64,6 +66,7 @@ def test_shapes_cache_and_parameter_count(options):
     assert attention == 2 * D * D + 2 * D * G * d
 
 
+@pytest.mark.usefixtures("float64")
 @pytest.mark.parametrize("positional", ["sinusoidal", "learned"])
 def test_default_variant_equals_the_gpt_with_copied_weights(positional):
     gpt = make_gpt(positional)
@@ -76,7 +79,7 @@ def test_default_variant_equals_the_gpt_with_copied_weights(positional):
     X = tokens()
     for need_weights in (True, False):
         expected = gpt(X, need_weights=need_weights)
-        torch.testing.assert_close(variant(X), expected, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(variant(X), expected, atol=1e-12, rtol=0)
     prompt = X[:, :3]
     assert torch.equal(
         generate(gpt, prompt, 6, top_k=1),
@@ -89,6 +92,7 @@ def make_gpt(positional: str) -> GPT:
     return GPT(V, D, FFN, H, N, 0.0, 40, positional=positional).eval()
 
 
+@pytest.mark.usefixtures("float64")
 def test_pre_norm_block_equals_torch_norm_first_layer():
     torch.manual_seed(0)
     block = VariantBlock(D, FFN, H, 0.0, placement="pre").eval()
@@ -119,9 +123,10 @@ def test_pre_norm_block_equals_torch_norm_first_layer():
     X = torch.randn(2, 7, D)
     mask = nn.Transformer.generate_square_subsequent_mask(7)
     expected = torch_layer(X, src_mask=mask, is_causal=True)
-    torch.testing.assert_close(block(X)[0], expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(block(X)[0], expected, atol=1e-12, rtol=0)
 
 
+@pytest.mark.usefixtures("float64")
 @settings(max_examples=15, deadline=None)
 @given(
     variant=st.integers(0, len(VARIANTS) - 1),
@@ -136,10 +141,14 @@ def test_causal_a_later_token_does_not_change_earlier_scores(
     changed = X.clone()
     changed[:, position] = new_id
     torch.testing.assert_close(
-        model(changed)[:, :position], model(X)[:, :position]
+        model(changed)[:, :position],
+        model(X)[:, :position],
+        atol=1e-12,
+        rtol=0,
     )
 
 
+@pytest.mark.usefixtures("float64")
 @pytest.mark.parametrize("options", VARIANTS[1:3], ids=str)
 def test_cached_steps_equal_one_call(options):
     model = make(**options)
@@ -150,7 +159,7 @@ def test_cached_steps_equal_one_call(options):
     for i in range(4, 9):
         scores, cache = model.forward_with_cache(X[:, i : i + 1], cache)
         steps.append(scores)
-    torch.testing.assert_close(torch.cat(steps, 1), whole, atol=1e-5, rtol=0)
+    torch.testing.assert_close(torch.cat(steps, 1), whole, atol=1e-12, rtol=0)
 
 
 def test_trains_and_translates_through_lm_translation():

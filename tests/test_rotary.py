@@ -64,16 +64,20 @@ def test_matches_the_complex_form():
     assert (rope(X, offset=4) - expected).abs().max() <= 1e-12
 
 
+@pytest.mark.usefixtures("float64")
 def test_rotation_keeps_lengths_and_position_zero_is_the_identity():
     torch.manual_seed(0)
     rope = RotaryEmbedding(16)
     X = torch.randn(3, 50, 16)
     rotated = rope(X)
-    assert torch.allclose(rotated.norm(dim=-1), X.norm(dim=-1), rtol=1e-5)
+    assert torch.allclose(
+        rotated.norm(dim=-1), X.norm(dim=-1), rtol=1e-12, atol=0
+    )
     assert torch.equal(rotated[:, 0], X[:, 0])
     assert not torch.allclose(rotated[:, 1:], X[:, 1:])
 
 
+@pytest.mark.usefixtures("float64")
 def test_offset_continues_the_positions():
     """Rotating a whole sequence equals rotating each position alone with its offset (cached decoding)."""
     torch.manual_seed(0)
@@ -83,7 +87,7 @@ def test_offset_continues_the_positions():
     one_by_one = torch.cat(
         [rope(X[:, :, t : t + 1], offset=t) for t in range(7)], dim=2
     )
-    assert torch.allclose(whole, one_by_one, atol=1e-6)
+    assert torch.allclose(whole, one_by_one, rtol=0, atol=1e-12)
 
 
 def test_half_precision_keeps_far_positions_apart():

@@ -41,15 +41,17 @@ def test_copy_back_options_give_grouped_query_attention(options):
     assert model(_tokens()).shape == (3, 7, 10)
 
 
+@pytest.mark.usefixtures("float64")
 def test_copy_back_with_as_many_kv_heads_as_heads_is_the_default():
     torch.manual_seed(0)
     default = CopyBack(PositionalEncoding(32, 0.0))
     grouped = CopyBack(PositionalEncoding(32, 0.0), num_kv_heads=2)
     grouped.load_state_dict(default.state_dict())
     tokens = _tokens()
-    assert torch.allclose(grouped(tokens), default(tokens), atol=1e-6)
+    assert torch.allclose(grouped(tokens), default(tokens), rtol=0, atol=1e-12)
 
 
+@pytest.mark.usefixtures("float64")
 def test_without_positions_only_rotary_sees_the_order():
     # With nothing added to the embeddings, attention without rotary is
     # permutation-equivariant; with rotary the scores depend on offsets.
@@ -60,7 +62,7 @@ def test_without_positions_only_rotary_sees_the_order():
     rotary = CopyBack(None, num_kv_heads=2, rotary=True)
     rotary.load_state_dict(plain.state_dict())
     assert torch.allclose(
-        plain(tokens[:, order]), plain(tokens)[:, order], atol=1e-6
+        plain(tokens[:, order]), plain(tokens)[:, order], rtol=0, atol=1e-12
     )
     assert not torch.allclose(
         rotary(tokens[:, order]), rotary(tokens)[:, order], atol=1e-3

@@ -1,4 +1,4 @@
-"""Tests for course_pkg.train: the masked loss (vs torch's ignore_index), the loop, checkpoints."""
+"""Tests for course_pkg.train: the masked loss (vs torch's ignore_index), the warm-up, the loop, checkpoints."""
 
 from __future__ import annotations
 
@@ -18,9 +18,71 @@ from course_pkg.seq2seq import (
     Seq2SeqDecoder,
     Seq2SeqEncoder,
 )
-from course_pkg.train import masked_cross_entropy, train_seq2seq
+from course_pkg.train import linear_warmup, masked_cross_entropy, train_seq2seq
 
 PAD, BOS, EOS, V = 0, 1, 2, 9
+
+
+# ----------------------------------------------------------------------------- warm-up
+
+
+def test_linear_warmup_values_at_every_step():
+    # W = 4: 1/4, 2/4, 3/4, then the full rate from step 4 on.
+    assert [linear_warmup(s, 4) for s in range(1, 8)] == [
+        0.25,
+        0.5,
+        0.75,
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+    ]
+    assert [linear_warmup(s, 1) for s in range(1, 4)] == [1.0] * 3
+    assert [linear_warmup(s, 0) for s in range(1, 4)] == [1.0] * 3
+    # the chapter's warm-up: 48 steps, each 1/48 of the peak more
+    factors = [linear_warmup(s, 48) for s in range(1, 129)]
+    assert factors[0] == 1 / 48 and factors[46] < 1.0 and factors[47] == 1.0
+    steps = torch.diff(torch.tensor(factors[:48], dtype=torch.float64))
+    torch.testing.assert_close(
+        steps, torch.full((47,), 1 / 48, dtype=torch.float64)
+    )
+    assert factors[48:] == [1.0] * 80
+
+
+@pytest.mark.parametrize("warmup_steps", [1, 2, 3, 7, 48])
+def test_linear_warmup_equals_torch_linear_lr(warmup_steps):
+    # torch's LinearLR, a scheduler nobody here wrote, from 1/W to 1 in W - 1 steps
+    param = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([param], lr=1.0)
+    scheduler = torch.optim.lr_scheduler.LinearLR(
+        optimizer,
+        start_factor=1 / warmup_steps,
+        end_factor=1.0,
+        total_iters=max(warmup_steps - 1, 1),
+    )
+    for step in range(1, 2 * warmup_steps + 3):
+        assert optimizer.param_groups[0]["lr"] == pytest.approx(
+            linear_warmup(step, warmup_steps), rel=1e-12
+        )
+        optimizer.step()
+        scheduler.step()
+
+
+@pytest.mark.parametrize(
+    "step, warmup_steps, error, words",
+    [
+        (0, 4, ValueError, "step"),
+        (-1, 4, ValueError, "step"),
+        (1, -1, ValueError, "warmup_steps"),
+        (1.0, 4, TypeError, "step"),
+        (1, 4.0, TypeError, "warmup_steps"),
+        (True, 4, TypeError, "step"),
+        (1, None, TypeError, "warmup_steps"),
+    ],
+)
+def test_linear_warmup_refuses_bad_input(step, warmup_steps, error, words):
+    with pytest.raises(error, match=words):
+        linear_warmup(step, warmup_steps)
 
 
 # ----------------------------------------------------------------------------- masked loss
@@ -306,6 +368,7 @@ def test_settings_are_shared_and_frozen():
 # ----------------------------------------------------------------------------- checkpoints
 
 
+@pytest.mark.usefixtures("float64")
 def test_checkpoint_round_trip_and_resume(tmp_path):
     batches = copy_task_batches(num_batches=3)
     straight = tiny_model(attention=True)
@@ -344,7 +407,7 @@ def test_checkpoint_round_trip_and_resume(tmp_path):
     for (name, a), (_, b) in zip(
         straight.state_dict().items(), resumed.state_dict().items()
     ):
-        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7, msg=name)
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12, msg=name)
 
 
 def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):

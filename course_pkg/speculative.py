@@ -1,0 +1,312 @@
+"""Speculative decoding: a small draft model proposes, the target verifies.
+
+Chapter: "Attention at inference time". Decoding one token at a time costs
+one forward pass of the large (target) model per token, each reading all of
+its weights for one position. A draft model, much cheaper, proposes k tokens
+one by one; the target then scores all k in one forward pass (its cache
+makes that a pass over k + 1 new positions) and keeps the longest prefix it
+agrees with, plus one token of its own. Every round emits between 1 and
+k + 1 tokens for one target pass.
+
+- Greedy: a proposed token is kept while it is the target's argmax, so the
+  output is the target's own greedy decoding, token for token.
+- Sampling (Leviathan et al. 2023; Chen et al. 2023): a token x drawn from
+  the draft's q is kept with probability min(1, p(x) / q(x)); at the first
+  rejection the token is drawn from the residual max(0, p - q), normalised.
+  Each emitted token is then distributed exactly as p, the target's.
+
+Shape letters (see the package docstring): ``T0`` prompt length, ``V``
+vocabulary size, ``k`` tokens proposed per round.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from course_pkg.attention import KVCache
+from course_pkg.checks import check_positive_int, check_token_ids
+from course_pkg.gpt import GPT, GPTCache, next_token_probs
+
+
+@dataclass
+class SpeculativeStats:
+    """What a speculative decoding call did.
+
+    ``proposed``/``accepted``: draft tokens proposed and kept;
+    ``target_calls``: target forward passes (the prompt's included);
+    ``emitted``: new tokens returned.
+    """
+
+    proposed: int = 0
+    accepted: int = 0
+    target_calls: int = 0
+    emitted: int = 0
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted / max(self.proposed, 1)
+
+    @property
+    def target_calls_per_token(self) -> float:
+        return self.target_calls / max(self.emitted, 1)
+
+
+# --------------------------------------------------- the accept/resample rule
+
+
+def acceptance_probability(
+    target_probs: torch.Tensor, draft_probs: torch.Tensor
+) -> torch.Tensor:
+    """min(1, p(x) / q(x)) for every token x (1 where q(x) = 0).
+
+    Args:
+        target_probs: p, (..., V). draft_probs: q, (..., V).
+    Returns:
+        (..., V).
+    """
+    ratio = target_probs / torch.where(draft_probs > 0, draft_probs, 1.0)
+    return torch.where(draft_probs > 0, ratio.clamp(max=1.0), 1.0)
+
+
+def residual_distribution(
+    target_probs: torch.Tensor, draft_probs: torch.Tensor
+) -> torch.Tensor:
+    """max(0, p - q), normalised: what is drawn after a rejection.
+
+    Where p = q nothing is ever rejected; p itself is returned there.
+
+    Returns:
+        (..., V) rows summing to 1.
+    """
+    residual = (target_probs - draft_probs).clamp(min=0.0)
+    total = residual.sum(-1, keepdim=True)
+    return torch.where(
+        total > 0, residual / torch.where(total > 0, total, 1.0), target_probs
+    )
+
+
+def first_token_distribution(
+    target_probs: torch.Tensor, draft_probs: torch.Tensor
+) -> torch.Tensor:
+    """In closed form, the distribution of the token the rule emits first:
+    P(x) = q(x) a(x) + (1 - sum_y q(y) a(y)) r(x), with a the acceptance
+    probability and r the residual distribution. It equals p."""
+    kept = draft_probs * acceptance_probability(target_probs, draft_probs)
+    rejected = 1.0 - kept.sum(-1, keepdim=True)
+    return kept + rejected * residual_distribution(target_probs, draft_probs)
+
+
+# ------------------------------------------------------------------ decoding
+
+
+def speculative_generate(
+    target: GPT,
+    draft: GPT,
+    prompt: torch.Tensor,
+    max_new_tokens: int,
+    k: int,
+    *,
+    greedy: bool = True,
+    temperature: float = 1.0,
+    eos: int | None = None,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, SpeculativeStats]:
+    """Continue one prompt, k draft tokens verified per target pass.
+
+    Args:
+        target, draft: :class:`~course_pkg.gpt.GPT` models (or subclasses)
+            with the same vocabulary; put in eval mode for the call.
+        prompt: (1, T0) token ids. max_new_tokens: >= 0, T0 + it within both
+            models' max_len. k: tokens proposed per round, >= 1.
+        greedy: argmax decoding (the target's greedy output, exactly), or
+            sampling at temperature with the accept/resample rule.
+        eos: None, or an id after which decoding stops.
+        generator: random source of the draws (sampling only).
+    Returns:
+        (1, T0 + n) ids, n <= max_new_tokens, and the call's statistics.
+    Raises:
+        TypeError, ValueError: if k < 1, the vocabularies differ, the prompt
+            is not (1, T0) ids, or the length does not fit.
+    """
+    _check_models(target, draft, prompt, max_new_tokens, k)
+    stats, modes = SpeculativeStats(), (target.training, draft.training)
+    target.eval(), draft.eval()
+    context = prompt[0].tolist()
+    target_cache: GPTCache | None = None
+    draft_cache: GPTCache | None = None
+    try:
+        with torch.no_grad():
+            while stats.emitted < max_new_tokens:
+                proposal_size = min(k, max_new_tokens - stats.emitted - 1)
+                proposal, draft_probs, draft_cache = _propose(
+                    draft, context, draft_cache, proposal_size, greedy,
+                    temperature, generator,
+                )  # fmt: skip
+                fed = _cached_length(target_cache)
+                scores, target_cache = target.forward_with_cache(
+                    torch.tensor([context[fed:] + proposal]), target_cache
+                )
+                stats.target_calls += 1
+                # Row i: the target's next-token scores after proposal[:i].
+                verify = scores[0, len(context) - fed - 1 :]  # (k + 1, V)
+                accepted, last = _verify(
+                    verify, proposal, draft_probs, greedy, temperature,
+                    generator,
+                )  # fmt: skip
+                stats.proposed += len(proposal)
+                stats.accepted += accepted
+                new = proposal[:accepted] + [last]
+                new = new[: max_new_tokens - stats.emitted]
+                if eos is not None and eos in new:
+                    new = new[: new.index(eos) + 1]
+                stats.emitted += len(new)
+                keep = len(context) + accepted
+                target_cache = _truncate(target_cache, keep)
+                draft_cache = _truncate(draft_cache, keep)
+                context += new
+                if eos is not None and context[-1] == eos:
+                    break
+    finally:
+        target.train(modes[0]), draft.train(modes[1])
+    return torch.tensor([context], device=prompt.device), stats
+
+
+def _propose(
+    draft: GPT,
+    context: list[int],
+    cache: GPTCache | None,
+    size: int,
+    greedy: bool,
+    temperature: float,
+    generator: torch.Generator | None,
+) -> tuple[list[int], list[torch.Tensor], GPTCache | None]:
+    """size draft tokens after context, their draft distributions (V,) and
+    the draft's cache (it holds context and the proposal but its last)."""
+    proposal: list[int] = []
+    probs: list[torch.Tensor] = []
+    fed = _cached_length(cache)
+    pending = context[fed:]  # at least the last token of context
+    for _ in range(size):
+        scores, cache = draft.forward_with_cache(
+            torch.tensor([pending]), cache
+        )
+        q = next_token_probs(scores[:, -1], temperature)[0]  # (V,)
+        token = int(q.argmax()) if greedy else _sample(q, generator)
+        proposal.append(token)
+        probs.append(q)
+        pending = [token]
+    return proposal, probs, cache
+
+
+def _verify(
+    scores: torch.Tensor,
+    proposal: list[int],
+    draft_probs: list[torch.Tensor],
+    greedy: bool,
+    temperature: float,
+    generator: torch.Generator | None,
+) -> tuple[int, int]:
+    """How many proposed tokens the target keeps, and the token it adds
+    (its correction at the first rejection, or a bonus token after all k)."""
+    if greedy:
+        choices = scores.argmax(-1).tolist()  # (k + 1,)
+        accepted = 0
+        while (
+            accepted < len(proposal)
+            and proposal[accepted] == choices[accepted]
+        ):
+            accepted += 1
+        return accepted, choices[accepted]
+    target_probs = next_token_probs(scores, temperature)  # (k + 1, V)
+    for i, (token, q) in enumerate(zip(proposal, draft_probs)):
+        p = target_probs[i]
+        uniform = torch.rand((), generator=generator, dtype=p.dtype)
+        if uniform >= acceptance_probability(p, q)[token]:
+            return i, _sample(residual_distribution(p, q), generator)
+    return len(proposal), _sample(target_probs[len(proposal)], generator)
+
+
+def _sample(probs: torch.Tensor, generator: torch.Generator | None) -> int:
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
+def _cached_length(cache: GPTCache | None) -> int:
+    if cache is None:
+        return 0
+    keys = cache[0].keys
+    return keys.shape[keys.dim() - 2]  # (B, t, D) or (B, G, t, d)
+
+
+def _truncate(cache: GPTCache | None, length: int) -> GPTCache | None:
+    """The cache of the first ``length`` positions (views, nothing copied)."""
+    if cache is None or _cached_length(cache) <= length:
+        return cache
+    dim = cache[0].keys.dim() - 2
+    return [
+        KVCache(c.keys.narrow(dim, 0, length), c.values.narrow(dim, 0, length))
+        for c in cache
+    ]
+
+
+def _check_models(
+    target: GPT, draft: GPT, prompt: torch.Tensor, max_new_tokens: int, k: int
+) -> None:
+    for name, model in (("target", target), ("draft", draft)):
+        if not isinstance(model, GPT):
+            raise TypeError(
+                f"{name} must be a GPT, got {type(model).__name__}"
+            )
+    if target.vocab_size != draft.vocab_size:
+        raise ValueError(
+            f"draft and target vocabularies differ: draft has "
+            f"{draft.vocab_size} tokens, target {target.vocab_size}"
+        )
+    check_positive_int("k", k)
+    check_token_ids("prompt", prompt, target.vocab_size, min_steps=1)
+    if prompt.shape[0] != 1:
+        raise ValueError(
+            f"prompt must have shape (1, T0), got {tuple(prompt.shape)}"
+        )
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
+        raise TypeError("max_new_tokens must be an int")
+    room = min(target.max_len, draft.max_len) - prompt.shape[1]
+    if not 0 <= max_new_tokens <= room:
+        raise ValueError(
+            f"max_new_tokens must be in [0, max_len - T0] = [0, {room}], "
+            f"got {max_new_tokens}"
+        )
+
+
+def measure_speculation(
+    target: GPT,
+    draft: GPT,
+    prompts: list[list[int]],
+    max_new_tokens: int,
+    k: int,
+    eos: int | None = None,
+) -> SpeculativeStats:
+    """Greedy speculative decoding of every prompt; the summed statistics.
+
+    Args:
+        prompts: token ids of each prompt. Others: as in
+            :func:`speculative_generate` (max_new_tokens is cut to what fits
+            each prompt).
+    Returns:
+        The counts of all calls added up.
+    """
+    total = SpeculativeStats()
+    room = min(target.max_len, draft.max_len)
+    device = next(target.parameters()).device
+    for ids in prompts:
+        prompt = torch.tensor([ids], device=device)
+        budget = min(max_new_tokens, room - len(ids))
+        _, stats = speculative_generate(
+            target, draft, prompt, budget, k, eos=eos
+        )
+        for field in ("proposed", "accepted", "target_calls", "emitted"):
+            setattr(
+                total, field, getattr(total, field) + getattr(stats, field)
+            )
+    return total
