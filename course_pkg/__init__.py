@@ -80,9 +80,41 @@ in italic; bold letters are the matrices and vectors):
        number of blocks, ``num_blks``)
 =====  ==========================================================
 
-The beam width is spelled ``beam_size``. Bad input: a wrong type raises
-``TypeError``, a wrong value or shape ``ValueError`` (see
-:mod:`course_pkg.checks`).
+The beam width is spelled ``beam_size``.
+
+Bad input, one rule for every public function, class and method (the
+validators live in :mod:`course_pkg.checks`): a wrong *type or dtype*
+raises ``TypeError``, a wrong *value, shape or device* raises
+``ValueError``; the message names the argument, what was expected and what
+was given, and it is raised before any computation or state change (no
+weight, file or random generator is touched). In particular:
+
+* tensors are tensors (a list is refused), of the dtype family the argument
+  needs: an integer tensor where floats are required is refused, never cast;
+  token ids and lengths are ``int64`` or ``int32`` (what ``nn.Embedding``
+  and indexing accept; ``uint8``, ``int16``, floats and bools are refused);
+* tensors that meet are on one device, the model's (a ``meta`` tensor next to
+  CPU weights is refused); data sets that a training or evaluation function
+  moves batch by batch may also stay on the CPU;
+* sizes and counts are ints >= 1 (not floats, not bools); seeds and ids are
+  ints; rates, widths and probabilities are finite numbers (NaN and inf are
+  refused);
+* a device is a ``torch.device`` or a str that this machine has (``"cuda"``
+  without a GPU, ``"cuda:7"`` with one GPU, ``COURSE_DEVICE=xpu`` without
+  one are refused when given, not at the first batch);
+* a path is a ``str`` or ``os.PathLike`` (an int file descriptor or bytes is
+  refused); text is read as ``utf-8-sig``, so a byte-order mark is dropped.
+
+The deliberate exceptions, each checked by ``tests/test_bad_input.py``: a
+size of zero gives an empty result where that has a meaning (an empty mask,
+a (0, D) table, no new tokens, no epochs), as an empty batch does;
+splitting or merging heads (``transpose_qkv``, ``transpose_output``) moves
+numbers of any dtype; rotary positions may be integers or floats; lengths
+kept on the CPU serve tensors on any device (``mean_over_valid``, the
+attention masks); the scoring rules ``AdditiveAttention.scores`` and
+``LuongAttention.scores`` are the formula alone, checked by the ``forward``
+that calls them; ``load_tatoeba`` drops a line with an empty side and counts
+it in the result's ``dropped``.
 """
 
 from course_pkg.device import get_device, seed_everything

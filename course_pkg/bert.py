@@ -26,9 +26,15 @@ import torch
 from torch import nn
 
 from course_pkg.checks import (
+    check_bert_input,
+    check_features,
+    check_float_tensor,
+    check_generator,
+    check_masking,
+    check_on_device,
+    check_sizes,
     check_stack_args,
     check_tensor_type,
-    check_token_ids,
     check_valid_lens,
 )
 from course_pkg.transformer_blocks import TransformerEncoderBlock
@@ -70,25 +76,13 @@ def mask_tokens(
         inputs is the corrupted batch; labels holds the original token at
         selected positions and -100 (``IGNORE_INDEX``) everywhere else.
     Raises:
-        TypeError/ValueError: naming the argument, on a wrong type, shape or
-            value (e.g. num_special >= vocab_size, mask_prob outside [0, 1]).
+        TypeError, ValueError: naming the argument (see
+            :func:`~course_pkg.checks.check_masking`).
     """
-    _check_int("vocab_size", vocab_size, 2, None)
-    _check_int("num_special", num_special, 1, vocab_size)
-    _check_int("mask_id", mask_id, 0, num_special)
-    check_token_ids("tokens", tokens, vocab_size)
-    if valid_lens is None:
-        raise TypeError("valid_lens must be a torch.Tensor of shape (B,)")
-    check_valid_lens("valid_lens", valid_lens, *tokens.shape)
-    if not isinstance(mask_prob, (int, float)) or isinstance(mask_prob, bool):
-        raise TypeError(f"mask_prob must be a float, got {mask_prob!r}")
-    if not 0.0 <= mask_prob <= 1.0:
-        raise ValueError(f"mask_prob must lie in [0, 1], got {mask_prob}")
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(
-            "generator must be a torch.Generator or None, "
-            f"got {type(generator).__name__}"
-        )
+    check_masking(
+        tokens, valid_lens, mask_id, vocab_size, num_special, mask_prob
+    )
+    check_generator(generator)
     shape, device = tokens.shape, tokens.device
     selector = torch.rand(shape, generator=generator, device=device)
     action = torch.rand(shape, generator=generator, device=device)
@@ -159,7 +153,7 @@ class BERTEncoder(nn.Module):
         *,
         need_weights: bool = False,
     ) -> torch.Tensor:
-        """Contextual vectors of every position.
+        """Contextual vectors (B, T, D) of every position.
 
         Args:
             tokens: (B, T) ids in [0, V). segments: (B, T) ids in {0, 1}.
@@ -167,25 +161,11 @@ class BERTEncoder(nn.Module):
                 masked, so padded tokens never change a real position.
             need_weights: keep each block's attention weights (explicit
                 path) or not (fused path, the default, faster).
-        Returns:
-            (B, T, D).
         Raises:
-            TypeError/ValueError: naming the argument, on a wrong dtype or
-                shape, ids out of range or T > max_len.
+            TypeError, ValueError: naming the argument (see
+                :func:`~course_pkg.checks.check_bert_input`).
         """
-        check_token_ids("tokens", tokens, self.vocab_size)
-        check_token_ids("segments", segments, 2)
-        if segments.shape != tokens.shape:
-            raise ValueError(
-                "segments must have the shape of tokens, "
-                f"{tuple(tokens.shape)}, got {tuple(segments.shape)}"
-            )
-        check_valid_lens("valid_lens", valid_lens, *tokens.shape)
-        if tokens.shape[1] > self.max_len:
-            raise ValueError(
-                f"tokens must have T <= max_len={self.max_len}, "
-                f"got T={tokens.shape[1]}"
-            )
+        check_bert_input(tokens, segments, valid_lens, self)
         X = self.token_embedding(tokens) + self.segment_embedding(segments)
         X = self.dropout(X + self.pos_embedding[:, : tokens.shape[1]])
         for blk in self.blks:
@@ -205,6 +185,7 @@ class MaskLM(nn.Module):
 
     def __init__(self, vocab_size: int, num_hiddens: int):
         super().__init__()
+        check_sizes(vocab_size=vocab_size, num_hiddens=num_hiddens)
         self.num_hiddens = num_hiddens
         self.mlp = nn.Sequential(
             nn.Linear(num_hiddens, num_hiddens),
@@ -219,7 +200,7 @@ class MaskLM(nn.Module):
         Callers may pass only the positions a loss reads, as (1, n, D).
         Raises TypeError if X is not a tensor, ValueError if not (B, T, D).
         """
-        _check_outputs(X, self.num_hiddens, 0)
+        _check_outputs(X, self, 0)
         return self.mlp(X)
 
 
@@ -234,6 +215,7 @@ class CLSClassifier(nn.Module):
 
     def __init__(self, num_hiddens: int, num_classes: int):
         super().__init__()
+        check_sizes(num_hiddens=num_hiddens, num_classes=num_classes)
         self.num_hiddens = num_hiddens
         self.hidden = nn.Sequential(
             nn.Linear(num_hiddens, num_hiddens), nn.Tanh()
@@ -246,7 +228,7 @@ class CLSClassifier(nn.Module):
         Raises TypeError if X is not a tensor, ValueError if it is not
         (B, T, D) with T >= 1.
         """
-        _check_outputs(X, self.num_hiddens, 1)
+        _check_outputs(X, self, 1)
         return self.output(self.hidden(X[:, 0]))
 
 
@@ -320,6 +302,7 @@ class BERTClassifier(nn.Module):
             raise ValueError(
                 f"pooling must be 'cls' or 'mean', got {pooling!r}"
             )
+        check_sizes(num_classes=num_classes)
         self.encoder, self.pooling = encoder, pooling
         self.classifier = CLSClassifier(encoder.num_hiddens, num_classes)
 
@@ -349,7 +332,16 @@ def mean_over_valid(
         encoded: (B, T, D). valid_lens: (B,), on any device.
     Returns:
         (B, D) in encoded's dtype; zeros for a row with no valid position.
+    Raises:
+        TypeError: if encoded is not a float tensor or valid_lens not an
+            integer one.
+        ValueError: if the shapes do not fit, a length is outside [0, T], or
+            valid_lens is neither on the CPU nor on encoded's device.
     """
+    check_float_tensor("encoded", encoded, 3, "(B, T, D)")
+    check_valid_lens("valid_lens", valid_lens, *encoded.shape[:2])
+    if valid_lens.device.type != "cpu":
+        check_on_device("valid_lens", valid_lens, encoded.device)
     positions = torch.arange(encoded.shape[1], device=encoded.device)
     valid_lens = valid_lens.to(encoded.device)  # may be on the CPU
     real = (positions[None] < valid_lens[:, None]).to(encoded.dtype)  # (B, T)
@@ -369,10 +361,13 @@ def _check_int(name: str, value: int, low: int, high: int | None) -> None:
         raise ValueError(f"{name} must be >= {low}{upper}, got {value}")
 
 
-def _check_outputs(X: torch.Tensor, num_hiddens: int, min_len: int) -> None:
+def _check_outputs(X: torch.Tensor, head: nn.Module, min_len: int) -> None:
+    """X: floats (B, T >= min_len, D) of the head's dtype, on its device."""
     check_tensor_type("X", X)
+    num_hiddens = head.num_hiddens
     if X.dim() != 3 or X.shape[1] < min_len or X.shape[-1] != num_hiddens:
         raise ValueError(
             f"X must have shape (B, T >= {min_len}, {num_hiddens}), "
             f"got {tuple(X.shape)}"
         )
+    check_features("X", X, num_hiddens, head)

@@ -14,7 +14,14 @@ from collections.abc import Sequence
 
 import torch
 
-from course_pkg.checks import check_sentences
+from course_pkg.checks import (
+    check_ids,
+    check_positive_int,
+    check_same_device,
+    check_sentences,
+    check_token_ids,
+    check_valid_lens,
+)
 from course_pkg.data import RESERVED_TOKENS, Vocab, tokenize
 
 BERT_TOKENS = ("<cls>", "<sep>", "<mask>")
@@ -33,7 +40,10 @@ def bert_vocab(sentences: Sequence[str]) -> Vocab:
         A :class:`~course_pkg.data.Vocab` whose special ids are
         ``0 .. 6``: ``<pad> <bos> <eos> <unk> <cls> <sep> <mask>``; so
         ``num_special = 7``.
+    Raises:
+        TypeError: if sentences is not a list of str.
     """
+    check_sentences("sentences", sentences)
     return Vocab(
         [tokenize(sentence) for sentence in sentences],
         reserved_tokens=list(BERT_TOKENS),
@@ -92,8 +102,17 @@ def add_second_segment(
         (tokens (N, T), segments (N, T), valid_lens (N,)), long, on
         first's device.
     Raises:
-        ValueError: if a pair does not fit in num_steps.
+        TypeError: if first is not integer ids, first_lens not integer
+            lengths, or an id or num_steps not an int.
+        ValueError: if the shapes do not fit, a length is outside [0, T_A],
+            the two are on different devices, or a pair does not fit in
+            num_steps.
     """
+    check_token_ids("first", first, None)
+    check_valid_lens("first_lens", first_lens, *first.shape)
+    check_same_device(first=first, first_lens=first_lens)  # both are read
+    check_ids(sep_id=sep_id, pad_id=pad_id)
+    check_positive_int("num_steps", num_steps)
     rows, segment_rows, lens = [], [], []
     for row, length, second in zip(
         first.tolist(), first_lens.tolist(), seconds

@@ -15,6 +15,7 @@ length masks every key, a too-long one masks none), so results stay finite.
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import numpy as np
@@ -56,20 +57,28 @@ def check_tensor(name: str, tensor: Any, rank: int, shape: str) -> None:
         )
 
 
+# The integer dtypes an index tensor may have: those nn.Embedding and
+# indexing accept (uint8 would be read as a mask, int16 is refused).
+INDEX_DTYPES = (torch.int64, torch.int32)
+
+
 def check_integer_dtype(
     name: str, tensor: torch.Tensor, what: str = "integers"
 ) -> None:
-    """Refuse a tensor whose dtype is not an integer type (bool excluded).
+    """Refuse a tensor whose dtype is not int64 or int32 (ids and lengths).
 
     Args:
         what: what the tensor holds, for the message.
 
     Raises:
-        TypeError: if tensor holds floats, complex numbers or booleans.
+        TypeError: if tensor holds floats, complex numbers, booleans or
+            integers of another width (uint8, int8, int16).
     """
-    dtype = tensor.dtype
-    if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
-        raise TypeError(f"{name} must hold {what}, got dtype {dtype}")
+    if tensor.dtype not in INDEX_DTYPES:
+        raise TypeError(
+            f"{name} must hold {what} (dtype torch.int64 or torch.int32), "
+            f"got dtype {tensor.dtype}"
+        )
 
 
 def check_float_dtype(name: str, tensor: torch.Tensor) -> None:
@@ -81,6 +90,61 @@ def check_float_dtype(name: str, tensor: torch.Tensor) -> None:
     if not tensor.dtype.is_floating_point:
         raise TypeError(
             f"{name} must be a floating-point tensor, got dtype {tensor.dtype}"
+        )
+
+
+def check_float_tensor(name: str, tensor: Any, rank: int, shape: str) -> None:
+    """Refuse anything but a floating-point tensor of the given rank (an
+    integer tensor is refused, never cast): TypeError, ValueError."""
+    check_tensor(name, tensor, rank, shape)
+    check_float_dtype(name, tensor)
+
+
+def check_same_device(**tensors: Any) -> None:
+    """Refuse tensors (by argument name; None is skipped) that are not all on
+    one device, with ValueError naming each and its device."""
+    given = {n: t for n, t in tensors.items() if isinstance(t, torch.Tensor)}
+    devices = {t.device for t in given.values()}
+    if len(devices) > 1:
+        listed = ", ".join(f"{n} on {t.device}" for n, t in given.items())
+        raise ValueError(
+            f"{', '.join(given)} must be on one device, got {listed}"
+        )
+
+
+def check_on_device(name: str, tensor: torch.Tensor, device: Any) -> None:
+    """Refuse a tensor that is not on ``device`` (e.g. a module's parameters'
+    device) with ValueError."""
+    if device is not None and tensor.device != torch.device(device):
+        raise ValueError(
+            f"{name} must be on {torch.device(device)} (where the model is), "
+            f"got a tensor on {tensor.device}"
+        )
+
+
+def check_module_input(
+    name: str, tensor: torch.Tensor, module: Any, *, dtype: bool = True
+) -> None:
+    """Refuse a tensor on another device than ``module``'s first parameter or
+    buffer (ValueError), or, when ``dtype``, a floating-point tensor of
+    another dtype than its floating-point parameters outside autocast
+    (TypeError): torch's own errors would not name the argument."""
+    first = next(iter(module.parameters()), None)
+    if first is None:
+        first = next(iter(module.buffers()), None)
+    if first is None:
+        return
+    check_on_device(name, tensor, first.device)
+    if (
+        dtype
+        and tensor.dtype.is_floating_point
+        and first.dtype.is_floating_point
+        and tensor.dtype != first.dtype
+        and not torch.is_autocast_enabled(tensor.device.type)
+    ):
+        raise TypeError(
+            f"{name} must have the model's dtype {first.dtype}, "
+            f"got {tensor.dtype}"
         )
 
 
@@ -119,21 +183,28 @@ def check_range(
 
 
 def check_token_ids(
-    name: str, X: Any, vocab_size: int | None, *, min_steps: int = 0
+    name: str, X: Any, vocab_size: Any, *, min_steps: int = 0
 ) -> None:
     """Refuse anything but (B, T) integer token ids in ``[0, V)``.
 
     Args:
-        name: the argument's name. X: the ids. vocab_size: V, or None to
-            leave the range unchecked (the model checks it).
+        name: the argument's name. X: the ids. vocab_size: V, or the
+            ``nn.Embedding`` that will read the ids (V is its size, and X
+            must be on its device), or None to leave the range unchecked
+            (the model checks it).
         min_steps: the fewest time steps T accepted (a GRU needs 1).
     Raises:
-        TypeError: if X is not a tensor of an integer dtype.
-        ValueError: if X is not 2-D, has fewer than ``min_steps`` steps, or
-            (on the CPU) holds an id outside ``[0, V)``.
+        TypeError: if X is not a tensor of dtype int64 or int32 (uint8,
+            int16 and floats are refused).
+        ValueError: if X is not 2-D, has fewer than ``min_steps`` steps, is
+            not on the embedding's device, or (on the CPU) holds an id
+            outside ``[0, V)``.
     """
     check_tensor(name, X, 2, "(B, T)")
     check_integer_dtype(name, X, "integer token ids")
+    if isinstance(vocab_size, torch.nn.Embedding):
+        check_on_device(name, X, vocab_size.weight.device)
+        vocab_size = vocab_size.num_embeddings
     if X.shape[1] < min_steps:
         raise ValueError(
             f"{name} must have at least {min_steps} time step(s), "
@@ -156,6 +227,8 @@ def check_valid_lens(
     max_len: int | None,
     *,
     num_queries: int | None = None,
+    like: tuple[str, torch.Tensor] | None = None,
+    values: bool = True,
 ) -> None:
     """Refuse lengths that cannot describe B sequences of at most max_len.
 
@@ -165,6 +238,11 @@ def check_valid_lens(
         batch_size: B. max_len: the longest length allowed (K for
             attention), or None for no upper bound.
         num_queries: Q, to also accept one length per query.
+        like: (name, tensor) of the tensor the lengths describe: lengths
+            off the CPU must be on its device (lengths on the CPU serve any
+            device, they are moved), or None for any device.
+        values: whether to read the lengths (on the CPU) for the range
+            check; False checks the type, dtype, shape and device only.
     Raises:
         TypeError: if valid_lens is not a tensor of an integer dtype.
         ValueError: if its shape does not fit, or (on the CPU) a length is
@@ -183,11 +261,14 @@ def check_valid_lens(
             f"got {type(valid_lens).__name__}"
         )
     check_integer_dtype(name, valid_lens)
+    if like is not None and valid_lens.device.type != "cpu":
+        check_same_device(**{like[0]: like[1], name: valid_lens})
     if tuple(valid_lens.shape) not in shapes:
         raise ValueError(
             f"{name} must have shape {expected}, got {tuple(valid_lens.shape)}"
         )
-    check_range(name, valid_lens, 0, max_len)
+    if values:
+        check_range(name, valid_lens, 0, max_len)
 
 
 def check_qkv(queries: Any, keys: Any, values: Any) -> None:
@@ -253,7 +334,12 @@ def check_attention_inputs(
     batch_size, num_queries = queries.shape[:2]
     num_keys = keys.shape[1]
     check_valid_lens(
-        "valid_lens", valid_lens, batch_size, num_keys, num_queries=num_queries
+        "valid_lens",
+        valid_lens,
+        batch_size,
+        num_keys,
+        num_queries=num_queries,
+        like=("queries", queries),
     )
     if causal and num_keys < num_queries:
         raise ValueError(
@@ -302,9 +388,10 @@ def check_same_float_dtype(**tensors: torch.Tensor) -> None:
     """Refuse tensors (by argument name) that are not floating point or,
     outside autocast, do not share one dtype (torch's own error would not
     name them), with TypeError; under autocast mixed float dtypes are
-    normal."""
+    normal. Tensors on different devices: ValueError."""
     for name, tensor in tensors.items():
         check_float_dtype(name, tensor)
+    check_same_device(**tensors)
     dtypes = {name: tensor.dtype for name, tensor in tensors.items()}
     first = next(iter(tensors.values()))
     if len(set(dtypes.values())) > 1 and not torch.is_autocast_enabled(
@@ -331,6 +418,243 @@ def check_stack_args(*sizes: Any, dropout: Any) -> None:
     check_probability("dropout", dropout)
 
 
+def check_heads(
+    num_hiddens: Any,
+    num_heads: Any,
+    dropout: Any,
+    **widths: Any,
+) -> None:
+    """A multi-head attention layer's sizes: num_hiddens D and num_heads H
+    (ints >= 1, H dividing D), dropout in [0, 1), and the optional widths
+    query_size, key_size, value_size (ints >= 1) and kv_width (a multiple of
+    D / H); None means the default.
+
+    Raises:
+        TypeError: if a size is not an int or dropout not a number.
+        ValueError: if a size is < 1, dropout is outside [0, 1), D is not
+            divisible by H, or kv_width not by D / H.
+    """
+    check_positive_int("num_hiddens", num_hiddens)
+    check_positive_int("num_heads", num_heads)
+    check_probability("dropout", dropout)
+    kv_width = widths.pop("kv_width", None)
+    for name, size in widths.items():
+        if size is not None:
+            check_positive_int(name, size)
+    if num_hiddens % num_heads != 0:
+        raise ValueError(
+            f"num_hiddens ({num_hiddens}) must be divisible by "
+            f"num_heads ({num_heads})"
+        )
+    head_width = num_hiddens // num_heads
+    if kv_width is not None:
+        check_positive_int("kv_width", kv_width)
+        if kv_width % head_width != 0:
+            raise ValueError(
+                f"kv_width ({kv_width}) must be a multiple of the head "
+                f"width num_hiddens / num_heads = {head_width}"
+            )
+
+
+def check_training(num_epochs: Any, lr: Any, grad_clip: Any = None) -> None:
+    """A training loop's num_epochs (an int >= 0), learning rate and
+    gradient clip (None, or a finite number > 0).
+
+    Raises:
+        TypeError: if num_epochs is not an int, or lr or grad_clip is not a
+            number.
+        ValueError: if num_epochs < 0, or lr or grad_clip is not finite > 0.
+    """
+    check_int("num_epochs", num_epochs)
+    if num_epochs < 0:
+        raise ValueError(f"num_epochs must be >= 0, got {num_epochs}")
+    check_positive_number("lr", lr)
+    if grad_clip is not None:
+        check_positive_number("grad_clip", grad_clip)
+
+
+def check_sampling(temperature: Any, top_k: Any, top_p: Any) -> None:
+    """Sampling settings: temperature > 0, top_k None or an int >= 1, top_p
+    None or in (0, 1] (TypeError, ValueError)."""
+    check_positive_number("temperature", temperature)
+    if top_k is not None:
+        check_positive_int("top_k", top_k)
+    if top_p is not None:
+        check_positive_number("top_p", top_p)
+        if top_p > 1:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+
+
+def check_generation(
+    model: Any,
+    prompt: Any,
+    max_new_tokens: Any,
+    temperature: Any,
+    top_k: Any,
+    top_p: Any,
+    eos: Any,
+) -> None:
+    """A language model's generation arguments: prompt (B, T0) ids in
+    [0, model.vocab_size) with 1 <= T0 <= model.max_len, max_new_tokens in
+    [0, max_len - T0], the sampling settings (:func:`check_sampling`) and
+    eos (None or an id).
+
+    Raises:
+        TypeError, ValueError: naming the argument.
+    """
+    vocab_size, max_len = model.vocab_size, model.max_len
+    check_token_ids("prompt", prompt, vocab_size, min_steps=1)
+    if prompt.shape[1] > max_len:
+        raise ValueError(
+            f"prompt has length {prompt.shape[1]}, more than the model's "
+            f"max_len={max_len}"
+        )
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
+        raise TypeError("max_new_tokens must be an int")
+    if max_new_tokens < 0 or prompt.shape[1] + max_new_tokens > max_len:
+        raise ValueError(
+            f"max_new_tokens must be in [0, max_len - T0] = [0, "
+            f"{max_len - prompt.shape[1]}], got {max_new_tokens}"
+        )
+    check_sampling(temperature, top_k, top_p)
+    if eos is not None:
+        check_ids(eos=eos)
+    if eos is not None and eos >= vocab_size:
+        raise ValueError(f"eos must be in [0, {vocab_size}), got {eos}")
+
+
+def check_bert_input(
+    tokens: Any, segments: Any, valid_lens: Any, layer: Any
+) -> None:
+    """A BERT encoder's input: tokens (B, T) ids in [0, layer.vocab_size),
+    segments (B, T) ids in {0, 1}, valid_lens None or (B,) in [0, T], and
+    T <= layer.max_len.
+
+    Raises:
+        TypeError, ValueError: naming the argument, on a wrong dtype or
+            shape, ids out of range or T > max_len.
+    """
+    max_len = layer.max_len
+    check_token_ids("tokens", tokens, layer.token_embedding)
+    check_token_ids("segments", segments, layer.segment_embedding)
+    if segments.shape != tokens.shape:
+        raise ValueError(
+            "segments must have the shape of tokens, "
+            f"{tuple(tokens.shape)}, got {tuple(segments.shape)}"
+        )
+    check_valid_lens(
+        "valid_lens", valid_lens, *tokens.shape, like=("tokens", tokens)
+    )
+    if tokens.shape[1] > max_len:
+        raise ValueError(
+            f"tokens must have T <= max_len={max_len}, got T={tokens.shape[1]}"
+        )
+
+
+def check_masking(
+    tokens: Any,
+    valid_lens: Any,
+    mask_id: Any,
+    vocab_size: Any,
+    num_special: Any,
+    mask_prob: Any,
+) -> None:
+    """Masked language modelling's arguments: vocab_size >= 2, num_special in
+    [1, vocab_size), mask_id in [0, num_special), tokens (B, T) ids in
+    [0, vocab_size), valid_lens (B,) in [0, T], mask_prob in [0, 1].
+
+    Raises:
+        TypeError, ValueError: naming the argument.
+    """
+    _check_bounded_int("vocab_size", vocab_size, 2, None)
+    _check_bounded_int("num_special", num_special, 1, vocab_size)
+    _check_bounded_int("mask_id", mask_id, 0, num_special)
+    check_token_ids("tokens", tokens, vocab_size)
+    if valid_lens is None:
+        raise TypeError("valid_lens must be a torch.Tensor of shape (B,)")
+    check_valid_lens(
+        "valid_lens", valid_lens, *tokens.shape, like=("tokens", tokens)
+    )
+    if not isinstance(mask_prob, (int, float)) or isinstance(mask_prob, bool):
+        raise TypeError(f"mask_prob must be a float, got {mask_prob!r}")
+    if not 0.0 <= mask_prob <= 1.0:
+        raise ValueError(f"mask_prob must lie in [0, 1], got {mask_prob}")
+
+
+def check_generator(generator: Any) -> None:
+    """Refuse anything but a ``torch.Generator`` or None (TypeError)."""
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(
+            "generator must be a torch.Generator or None, "
+            f"got {type(generator).__name__}"
+        )
+
+
+def _check_bounded_int(
+    name: str, value: Any, low: int, high: int | None
+) -> None:
+    """TypeError unless an int, ValueError unless low <= value (< high)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < low or (high is not None and value >= high):
+        upper = "" if high is None else f" and < {high}"
+        raise ValueError(f"{name} must be >= {low}{upper}, got {value}")
+
+
+def check_luong_score(
+    score: Any, query_size: Any, key_size: Any, num_hiddens: Any
+) -> None:
+    """Luong attention's score ("dot", "general" or "concat"; "dot" needs
+    query_size == key_size) and num_hiddens (None or an int >= 1).
+
+    Raises:
+        TypeError: if score is not a str or num_hiddens not an int.
+        ValueError: on an unknown score, num_hiddens < 1, or "dot" with
+            query_size != key_size.
+    """
+    if not isinstance(score, str):
+        raise TypeError(f"score must be a str, got {type(score).__name__}")
+    if num_hiddens is not None:
+        check_sizes(num_hiddens=num_hiddens)
+    if score not in ("dot", "general", "concat"):
+        raise ValueError(
+            f"score must be 'dot', 'general' or 'concat', got {score!r}"
+        )
+    if score == "dot" and query_size != key_size:
+        raise ValueError(
+            "score='dot' needs query_size == key_size, "
+            f"got {query_size} and {key_size}"
+        )
+
+
+def check_micro_batches(
+    micro_batches: Any,
+    all_reduce_by_hand: bool,
+    is_ddp: bool,
+    distributed: bool,
+    pad: Any = 0,
+    grad_clip: Any = None,
+) -> None:
+    """A data-parallel step's input: at least one micro-batch, an int pad id,
+    a valid grad_clip, and gradients summed by hand only for a plain (not
+    DDP) model in a process group.
+
+    Raises:
+        TypeError: if pad is not an int, or grad_clip not a number or None.
+        ValueError: if micro_batches is empty, grad_clip is not positive, or
+            all_reduce_by_hand is asked for a DDP model or without a process
+            group.
+    """
+    if len(micro_batches) == 0:
+        raise ValueError("micro_batches must hold at least one batch")
+    check_int("pad", pad)
+    check_grad_clip(grad_clip)
+    if all_reduce_by_hand and (is_ddp or not distributed):
+        raise ValueError(
+            "all_reduce_by_hand=True needs a plain (not DDP) model and a process group"
+        )
+
+
 def check_sentences(name: str, sentences: Any) -> None:
     """Refuse anything but a list/tuple of str (a str is not N sentences)
     with TypeError."""
@@ -341,6 +665,74 @@ def check_sentences(name: str, sentences: Any) -> None:
             f"{name} must be a list of str (one sentence each), got "
             f"{type(sentences).__name__}"
         )
+
+
+def check_reading(
+    sources: Any, outputs: Any, references: Any, weights: Any
+) -> None:
+    """N source, output and reference token lists and the (N, S, T)
+    attention weights that produced the outputs, S and T at least the
+    longest output and source.
+
+    Raises:
+        TypeError: if weights is not a tensor or a sentence is a string.
+        ValueError: if the lengths disagree or weights is not (N, S, T) large
+            enough.
+    """
+    check_floats("weights", weights)
+    for name, lists in (
+        ("sources", sources),
+        ("outputs", outputs),
+        ("references", references),
+    ):
+        if any(isinstance(tokens, str) for tokens in lists):
+            raise TypeError(f"{name} must hold token lists, not strings")
+    if not len(sources) == len(outputs) == len(references):
+        raise ValueError(
+            "sources, outputs and references must have the same length, "
+            f"got {len(sources)}, {len(outputs)}, {len(references)}"
+        )
+    if weights.dim() != 3 or weights.shape[0] != len(sources):
+        raise ValueError(
+            f"weights must be (N={len(sources)}, S, T), got "
+            f"{tuple(weights.shape)}"
+        )
+    longest_out = max((len(o) for o in outputs), default=0)
+    longest_src = max((len(s) for s in sources), default=0)
+    if weights.shape[1] < longest_out or weights.shape[2] < longest_src:
+        raise ValueError(
+            f"weights (N, S, T) = {tuple(weights.shape)} is smaller than the "
+            f"longest output ({longest_out}) or source ({longest_src})"
+        )
+
+
+def check_attribution(embeddings: Any, objectives: Any) -> None:
+    """Inputs of an attribution: embeddings (B, T, E) that require grad and
+    objectives (B, S) with the same B.
+
+    Raises:
+        TypeError: if either is not a tensor.
+        ValueError: if the shapes are not (B, T, E) and (B, S) with the same
+            B, or embeddings does not require grad.
+    """
+    for name, value in (
+        ("embeddings", embeddings),
+        ("objectives", objectives),
+    ):
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"{name} must be a tensor, got {type(value)}")
+    if embeddings.dim() != 3 or objectives.dim() != 2:
+        raise ValueError(
+            "embeddings must be (B, T, E) and objectives (B, S), got "
+            f"{tuple(embeddings.shape)} and {tuple(objectives.shape)}"
+        )
+    if embeddings.shape[0] != objectives.shape[0]:
+        raise ValueError(
+            f"embeddings (B={embeddings.shape[0]}, T, E) and objectives "
+            f"(B={objectives.shape[0]}, S) differ in B"
+        )
+    if not embeddings.requires_grad:
+        raise ValueError("embeddings must require grad (be in the graph)")
 
 
 def check_ids(**ids: Any) -> None:
@@ -364,6 +756,15 @@ def _check_number(name: str, value: Any, ok: Any, expected: str) -> None:
         )
     if not ok(value):
         raise ValueError(f"{name} must be {expected}, got {value}")
+
+
+def check_finite_number(name: str, value: Any) -> None:
+    """Refuse anything but a finite int or float (NaN and inf are refused).
+
+    Raises:
+        TypeError: if value is not a number. ValueError: if not finite.
+    """
+    _check_number(name, value, math.isfinite, "a finite number")
 
 
 def check_positive_number(name: str, value: Any) -> None:
@@ -395,3 +796,260 @@ def check_probability(name: str, value: Any) -> None:
         TypeError: if value is not a number. ValueError: if outside [0, 1).
     """
     _check_number(name, value, lambda v: 0 <= v < 1, "a number in [0, 1)")
+
+
+def check_path(name: str, path: Any) -> None:
+    """Refuse anything but a ``str`` or ``os.PathLike`` path (an int file
+    descriptor, bytes or None included) with TypeError."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(
+            f"{name} must be a str or os.PathLike path, got {type(path).__name__}"
+        )
+
+
+def device_available(device: torch.device) -> bool:
+    """Whether this machine has ``device`` (cpu and meta always exist)."""
+    if device.type in ("cpu", "meta"):
+        return True
+    if device.type == "mps":
+        return torch.backends.mps.is_available()
+    backend = getattr(torch, device.type, None)  # torch.cuda, torch.xpu, ...
+    is_available = getattr(backend, "is_available", None)
+    if is_available is None or not is_available():
+        return False
+    if device.index is None:
+        return True
+    count = getattr(backend, "device_count", lambda: 1)()
+    return device.index < count
+
+
+def check_device(name: str, device: Any) -> torch.device | None:
+    """Refuse a device that is not a ``torch.device`` or str, or that this
+    machine does not have; return it as a ``torch.device`` (None stays None).
+
+    Raises:
+        TypeError: if device is neither None, a str nor a ``torch.device``.
+        ValueError: if torch does not know it, or it is not available here
+            (e.g. ``"cuda"`` without a GPU, ``"cuda:3"`` with one GPU).
+    """
+    if device is None:
+        return None
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(
+            f"{name} must be a torch.device or str, got {type(device).__name__}"
+        )
+    try:
+        parsed = torch.device(device)
+    except RuntimeError as err:
+        raise ValueError(f"{name}={device!r} is not a torch device") from err
+    if not device_available(parsed):
+        raise ValueError(f"{name}={device!r} is not available on this machine")
+    return parsed
+
+
+def check_callable(name: str, value: Any) -> None:
+    """Refuse anything that cannot be called (a function is expected) with
+    TypeError."""
+    if not callable(value):
+        raise TypeError(f"{name} must be callable, got {type(value).__name__}")
+
+
+def check_features(
+    name: str,
+    X: Any,
+    trailing: int | tuple[int, ...],
+    module: Any = None,
+    *,
+    dtype: bool = True,
+    shape: str | None = None,
+) -> None:
+    """Refuse anything but a floating-point tensor whose last dimensions are
+    ``trailing`` (a width D, or a layer norm's shape), on the device and of
+    the dtype of ``module``'s parameters when given (the dtype only if
+    ``dtype``): TypeError for a non-tensor, an integer tensor (never cast) or
+    another float dtype; ValueError for another shape or device."""
+    trailing = (trailing,) if isinstance(trailing, int) else tuple(trailing)
+    if shape is None:  # the letters of the message, e.g. "(B, T, 16)"
+        shape = "(..., " + ", ".join(map(str, trailing)) + ")"
+    if not isinstance(X, torch.Tensor):
+        raise TypeError(
+            f"{name} must be a torch.Tensor of shape {shape}, "
+            f"got {type(X).__name__}"
+        )
+    check_float_dtype(name, X)
+    if X.dim() < len(trailing) or tuple(X.shape[-len(trailing) :]) != trailing:
+        raise ValueError(
+            f"{name} must have shape {shape}, got {tuple(X.shape)}"
+        )
+    if module is not None:
+        check_module_input(name, X, module, dtype=dtype)
+
+
+def check_logits(name: str, scores: Any, rank: int, shape: str) -> None:
+    """Refuse anything but floating-point scores of the given rank over at
+    least one class (V >= 1 in the last dimension): TypeError, ValueError."""
+    check_float_tensor(name, scores, rank, shape)
+    if scores.shape[-1] < 1:
+        raise ValueError(
+            f"{name} must have shape {shape} with at least one class in the "
+            f"last dimension, got {tuple(scores.shape)}"
+        )
+
+
+def check_head_split(X: Any, num_heads: Any, axis: int, shape: str) -> None:
+    """Refuse an X that is not a 3-D tensor whose ``axis`` splits into
+    num_heads (an int >= 1) equal parts: TypeError, ValueError. Any dtype
+    passes (splitting heads only moves numbers)."""
+    check_tensor("X", X, 3, shape)
+    check_positive_int("num_heads", num_heads)
+    if X.shape[axis] % num_heads:
+        raise ValueError(
+            f"X must have shape {shape} with a dimension divisible by "
+            f"num_heads={num_heads}, got {tuple(X.shape)}"
+        )
+
+
+def check_block_sizes(
+    num_hiddens: Any,
+    ffn_num_hiddens: Any,
+    num_heads: Any,
+    dropout: Any,
+    num_kv_heads: Any = None,
+) -> None:
+    """A block's or a layer's widths, checked before any layer is built (so
+    a refused call draws no random weights): ints >= 1 (ffn_num_hiddens may
+    be None for a block without FFN), num_hiddens divisible by num_heads,
+    num_heads by num_kv_heads (when given), dropout in [0, 1).
+
+    Raises:
+        TypeError: naming a size that is not an int, or dropout.
+        ValueError: naming a size < 1 or one that does not divide.
+    """
+    check_sizes(num_hiddens=num_hiddens, num_heads=num_heads)
+    if ffn_num_hiddens is not None:
+        check_sizes(ffn_num_hiddens=ffn_num_hiddens)
+    check_probability("dropout", dropout)
+    if num_hiddens % num_heads:
+        raise ValueError(
+            f"num_hiddens={num_hiddens} must be divisible by "
+            f"num_heads={num_heads}"
+        )
+    if num_kv_heads is not None:
+        check_sizes(num_kv_heads=num_kv_heads)
+        if num_heads % num_kv_heads:
+            raise ValueError(
+                f"num_heads={num_heads} must be divisible by "
+                f"num_kv_heads={num_kv_heads}"
+            )
+
+
+def check_source_target(
+    model: Any,
+    enc_X: Any,
+    dec_X: Any,
+    enc_valid_lens: Any = None,
+    *,
+    names: tuple[str, str, str] = ("enc_X", "dec_X", "enc_valid_lens"),
+) -> None:
+    """An encoder-decoder's inputs, by their own ``names``: enc_X (B, T) and
+    dec_X (B, Q) integer ids on the model's device, enc_valid_lens None or
+    (B,) in [0, T] on that device too (TypeError, ValueError)."""
+    src, tgt, lens = names
+    for name, X in ((src, enc_X), (tgt, dec_X)):
+        check_token_ids(name, X, None)
+        check_module_input(name, X, model)
+    if enc_X.shape[0] != dec_X.shape[0]:
+        raise ValueError(
+            f"{src} (B, T) and {tgt} (B, Q) must have the same B, got "
+            f"{tuple(enc_X.shape)} and {tuple(dec_X.shape)}"
+        )
+    check_valid_lens(lens, enc_valid_lens, *enc_X.shape, like=(src, enc_X))
+
+
+def check_floats(name: str, X: Any) -> None:
+    """Refuse anything but a floating-point tensor of any shape (an integer
+    tensor is refused, never cast): TypeError."""
+    check_tensor_type(name, X)
+    check_float_dtype(name, X)
+
+
+def check_fused_inputs(
+    queries: Any, keys: Any, values: Any, valid_lens: Any, dropout_p: Any
+) -> None:
+    """What a fused attention call needs: queries (B, [H,] Q, d), keys
+    (B, [H,] K, d), values (B, [H,] K, d_v) of one rank, one float dtype and
+    one device; valid_lens None, (B,) or (B, Q) integer lengths on the CPU or
+    that device (their values are not read: a length outside [0, K] acts
+    clamped, as off the CPU); dropout_p in [0, 1). TypeError, ValueError
+    naming the argument."""
+    for name, X in (("queries", queries), ("keys", keys), ("values", values)):
+        check_tensor_type(name, X)
+        if X.dim() not in (3, 4) or X.dim() != queries.dim():
+            raise ValueError(
+                f"{name} must have shape (B, Q or K, d) or (B, H, Q or K, d) "
+                f"like queries {tuple(queries.shape)}, got {tuple(X.shape)}"
+            )
+    check_same_float_dtype(queries=queries, keys=keys, values=values)
+    check_valid_lens(
+        "valid_lens",
+        valid_lens,
+        queries.shape[0],
+        keys.shape[-2],
+        num_queries=queries.shape[-2],
+        like=("queries", queries),
+        values=False,  # the kernel's callers check the range
+    )
+    check_probability("dropout_p", dropout_p)
+
+
+def check_cpu_or_on(device: Any, **tensors: Any) -> None:
+    """Refuse tensors (by argument name) that are on neither the CPU (data
+    kept there is moved batch by batch) nor ``device`` (the model's), with
+    ValueError: a tensor elsewhere cannot be copied to the model."""
+    device = torch.device(device)
+    for name, tensor in tensors.items():
+        if tensor.device.type != "cpu" and tensor.device != device:
+            raise ValueError(
+                f"{name} must be on the CPU or on the model's device "
+                f"{device}, got a tensor on {tensor.device}"
+            )
+
+
+def check_bert_batch(
+    model: Any, tokens: Any, segments: Any, valid_lens: Any, **labels: Any
+) -> None:
+    """A data set for a BERT model: tokens and segments (N, T) integer ids,
+    valid_lens (N,) in [0, T], labels (by name) (N,) integer classes, each on
+    the CPU or on the model's device (TypeError, ValueError)."""
+    check_token_ids("tokens", tokens, None)
+    check_token_ids("segments", segments, None)
+    if segments.shape != tokens.shape:
+        raise ValueError(
+            f"segments must have the shape of tokens {tuple(tokens.shape)}, "
+            f"got {tuple(segments.shape)}"
+        )
+    check_valid_lens("valid_lens", valid_lens, *tokens.shape)
+    for name, label in labels.items():
+        check_tensor(name, label, 1, "(N,)")
+        check_integer_dtype(name, label, "class ids")
+    device = next(iter(model.parameters())).device
+    check_cpu_or_on(
+        device,
+        tokens=tokens,
+        segments=segments,
+        valid_lens=valid_lens,
+        **labels,
+    )
+
+
+def check_str(name: str, value: Any) -> None:
+    """Refuse anything but a str (a sentence, a label, a choice) with
+    TypeError."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+
+
+def check_grad_clip(grad_clip: Any) -> None:
+    """Refuse a grad_clip that is neither None nor a finite number > 0."""
+    if grad_clip is not None:
+        check_positive_number("grad_clip", grad_clip)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from course_pkg.checks import check_positive_int
+from course_pkg.checks import check_callable, check_device, check_positive_int
 
 
 def sequential_depth(output: torch.Tensor) -> int:
@@ -103,7 +103,9 @@ def call_seconds(
         TypeError: if repeats or warmup is not an int.
         ValueError: if repeats < 1 or warmup < 0.
     """
+    check_callable("fn", fn)
     check_positive_int("repeats", repeats)
+    device = check_device("device", device)
     if isinstance(warmup, bool) or not isinstance(warmup, int):
         raise TypeError(f"warmup must be an int, got {type(warmup).__name__}")
     if warmup < 0:

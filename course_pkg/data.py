@@ -30,7 +30,14 @@ from torch.utils.data import (
     TensorDataset,
 )
 
-from course_pkg.checks import check_int, check_positive_int, check_sentences
+from course_pkg.checks import (
+    check_device,
+    check_int,
+    check_integer_dtype,
+    check_positive_int,
+    check_sentences,
+    check_str,
+)
 
 Pair = tuple[str, str]
 
@@ -67,7 +74,12 @@ def normalise(text: str) -> str:
 
 
 def tokenize(sentence: str) -> list[str]:
-    """Split a normalised sentence on whitespace: ``"je la vois ."`` -> ``["je", "la", "vois", "."]``."""
+    """Split a normalised sentence on whitespace: ``"je la vois ."`` -> ``["je", "la", "vois", "."]``.
+
+    Raises:
+        TypeError: if sentence is not a str.
+    """
+    check_str("sentence", sentence)
     return sentence.split()
 
 
@@ -159,8 +171,14 @@ class Vocab:
             raise TypeError(
                 f"min_freq must be an int, got {type(min_freq).__name__}"
             )
-        if tokens and isinstance(tokens[0], (list, tuple)):
+        if tokens and all(isinstance(item, (list, tuple)) for item in tokens):
             tokens = [token for sentence in tokens for token in sentence]
+        if not all(isinstance(token, str) for token in tokens):
+            raise TypeError(
+                "tokens must be a list of str tokens or a list of lists of "
+                "str (not a mix: a str among lists would be split into "
+                "letters)"
+            )
         self.token_freqs = sorted(
             collections.Counter(tokens).items(),
             key=lambda item: (-item[1], item[0]),
@@ -193,13 +211,30 @@ class Vocab:
         """Token of an index, or the list of tokens of a list / 1-D tensor of indices.
 
         Raises:
-            IndexError: if an index is outside [0, len(self)).
+            TypeError: if an index is not an int (a float, a bool, a float
+                tensor) or indices is not an int, list, tuple or tensor.
+            ValueError: if an index is outside [0, len(self)) (-1 is not the
+                last token), or a tensor is not 0-D or 1-D.
         """
         if isinstance(indices, torch.Tensor):
+            check_integer_dtype("indices", indices, "integer token ids")
+            if indices.dim() > 1:
+                raise ValueError(
+                    "indices must be a 0-D or 1-D tensor, got shape "
+                    f"{tuple(indices.shape)}"
+                )
             indices = indices.tolist()
         if isinstance(indices, (list, tuple)):
-            return [self.idx_to_token[int(index)] for index in indices]
-        return self.idx_to_token[int(indices)]
+            return [self._token(index) for index in indices]
+        return self._token(indices)
+
+    def _token(self, index: int) -> str:
+        check_int("indices", index)
+        if not 0 <= index < len(self.idx_to_token):
+            raise ValueError(
+                f"indices must be in [0, {len(self.idx_to_token)}), got {index}"
+            )
+        return self.idx_to_token[index]
 
     # The ids of RESERVED_TOKENS, the same in every vocabulary.
     pad, bos, eos, unk = 0, 1, 2, 3
@@ -216,6 +251,7 @@ def truncate_pad(ids: Sequence[int], num_steps: int, pad: int) -> list[int]:
         ValueError: if num_steps is negative.
     """
     check_int("num_steps", num_steps)
+    check_int("pad", pad)
     if num_steps < 0:
         raise ValueError(f"num_steps must be >= 0, got {num_steps}")
     ids = list(ids[:num_steps])
@@ -326,20 +362,27 @@ def translation_dataloaders(
     Returns:
         A :class:`TranslationLoaders` (train, val, test, src_vocab, tgt_vocab).
     Raises:
-        ValueError: if splits does not hold 3 lists, the training split is empty, or
-            batch_size / num_steps < 1.
+        TypeError: if splits is not a list/tuple, a size or seed not an int, or device not a
+            str/``torch.device``.
+        ValueError: if splits does not hold 3 lists, the training split is empty,
+            batch_size / num_steps < 1, or device is not available here (``"cuda"`` without a
+            GPU is refused now, not at the first batch).
     """
+    if not isinstance(splits, (list, tuple)):
+        raise TypeError(
+            f"splits must be a list or tuple, got {type(splits).__name__}"
+        )
     if len(splits) != 3:
         raise ValueError(
             f"splits must be (train, validation, test), got {len(splits)} items"
         )
     if len(splits[0]) == 0:
         raise ValueError("splits[0] (the training split) must not be empty")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    if num_steps < 1:
-        raise ValueError(f"num_steps must be >= 1, got {num_steps}")
-    device = torch.device("cpu") if device is None else torch.device(device)
+    check_positive_int("batch_size", batch_size)
+    check_positive_int("num_steps", num_steps)
+    check_int("min_freq", min_freq)
+    check_int("seed", seed)
+    device = check_device("device", device) or torch.device("cpu")
     src_tokens, tgt_tokens = tokenize_pairs(splits[0])
     src_vocab, tgt_vocab = (
         Vocab(src_tokens, min_freq=min_freq),

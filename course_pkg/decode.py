@@ -29,9 +29,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_pkg.checks import (
+    check_device,
     check_ids,
+    check_module_input,
     check_nonnegative_number,
     check_positive_int,
+    check_same_device,
     check_sentences,
     check_token_ids,
     check_valid_lens,
@@ -40,7 +43,12 @@ from course_pkg.data import source_array
 
 
 def cut_at_eos(tokens: list[int], eos: int) -> list[int]:
-    """The ids before the first <eos> (all of them if there is none)."""
+    """The ids before the first <eos> (all of them if there is none).
+
+    Raises:
+        TypeError: if eos is not an int. ValueError: if it is negative.
+    """
+    check_ids(eos=eos)
     return tokens[: tokens.index(eos)] if eos in tokens else list(tokens)
 
 
@@ -58,42 +66,33 @@ def greedy_decode(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Decode by taking the most probable next token at every step.
 
-    Decoding stops when every row has produced <eos>, or after num_steps.
-
-    With ``use_cache=True`` the decoder is fed one new token per step together
-    with the state its previous call returned. With ``use_cache=False`` it
-    re-reads the whole prefix from a fresh ``init_state`` every step: slower,
-    but it needs nothing from the state, and the two paths must agree (the
-    decoder contract).
+    With ``use_cache=True`` the decoder reads one new token per step with the
+    state its previous call returned; with False it re-reads the whole prefix
+    from a fresh ``init_state`` (slower; the two must agree: the decoder
+    contract).
 
     Args:
         model: an EncoderDecoder. src: (B, T_src) source ids. src_valid_len:
-            (B,) source lengths.
-        bos, eos: the target vocabulary's <bos> and <eos> ids. num_steps: most
-            tokens to generate.
-        use_cache: see above.
+            (B,) source lengths. bos, eos: the target's <bos> and <eos> ids.
+        num_steps: most tokens to generate.
     Returns:
-        tokens (B, S) long with S <= num_steps (decoding stops when every row
-        has produced <eos>; positions after a row's <eos> hold <eos>), and the
-        decoder's attention weights (B, S, T_src) when it keeps them as one
-        tensor (row s: where the decoder looked to produce token s), else None.
+        tokens (B, S) with S <= num_steps (stops when every row has produced
+        <eos>; later positions hold <eos>), and the decoder's attention
+        weights (B, S, T_src) when it keeps them as one tensor, else None.
     Raises:
         TypeError/ValueError: on src or src_valid_len of the wrong type or
             shape, num_steps < 1.
     """
-    _check_src(src, src_valid_len)
+    _check_src(model, src, src_valid_len)
     check_ids(bos=bos, eos=eos)
     check_positive_int("num_steps", num_steps)
     batch_size = src.shape[0]
     with _eval_mode(model):
         enc_all_outputs = model.encoder(src, src_valid_len)
         state = model.decoder.init_state(enc_all_outputs, src_valid_len)
-        prefix = torch.full(
-            (batch_size, 1), bos, dtype=torch.long, device=src.device
-        )  # (B, 1 + s)
+        prefix = src.new_full((batch_size, 1), bos, dtype=torch.long)
         finished = torch.zeros(batch_size, dtype=torch.bool, device=src.device)
         step_weights: list[torch.Tensor] = []
-        weights = None
         for _ in range(num_steps):
             if use_cache:
                 Y, state = model.decoder(prefix[:, -1:], state)  # (B, 1, V)
@@ -106,17 +105,14 @@ def greedy_decode(
                     model.decoder.init_state(enc_all_outputs, src_valid_len),
                 )
             next_token = Y[:, -1].argmax(dim=-1)  # (B,)
-            next_token = torch.where(
-                finished, torch.full_like(next_token, eos), next_token
-            )
+            next_token = next_token.masked_fill(finished, eos)
             prefix = torch.cat((prefix, next_token.unsqueeze(1)), dim=1)
             finished |= next_token == eos
             if bool(finished.all()):
                 break
         if use_cache:
             weights = torch.cat(step_weights, dim=1) if step_weights else None
-        else:
-            # the last call read the whole prefix
+        else:  # the last call read the whole prefix
             weights = _decoder_weights(model)
     return prefix[:, 1:], weights
 
@@ -147,10 +143,11 @@ def sequence_log_prob(
         TypeError/ValueError: on inputs of the wrong type or shape, float
             tokens, or (on the CPU) ids outside [0, V).
     """
-    _check_src(src, src_valid_len)
+    _check_src(model, src, src_valid_len)
     embedding = getattr(model.decoder, "embedding", None)  # V, if known
     vocab_size = getattr(embedding, "num_embeddings", None)
     check_token_ids("tokens", tokens, vocab_size)
+    check_same_device(src=src, tokens=tokens)
     check_ids(bos=bos, eos=eos)
     if tokens.shape[0] != src.shape[0]:
         raise ValueError(
@@ -193,10 +190,8 @@ def _beam_search_one(
     src_valid_len: torch.Tensor | list[None],
     beam: _Beam,
 ) -> list[int]:
-    """Beam search for one source (1, T): the best hypothesis' ids.
-
-    The ids end with <eos> if the hypothesis finished.
-    """
+    """Beam search for one source (1, T): the best hypothesis' ids (ending
+    with <eos> if it finished)."""
     bos, eos, num_steps, beam_size, alpha = beam
     device = src.device
     lens = src_valid_len  # (1,), or [None]: every position is valid
@@ -218,8 +213,7 @@ def _beam_search_one(
         Y, _ = model.decoder(prefixes, state)
         log_probs = _log_softmax(Y[:, -1])  # (beam_size, V)
         vocab_size = log_probs.shape[-1]
-        # (beam_size * V,)
-        candidates = (scores[:, None] + log_probs).flatten()
+        candidates = (scores[:, None] + log_probs).flatten()  # (beam * V,)
         top = candidates.topk(min(beam_size, candidates.numel()))
         alive = []  # (row, token, score) of the extensions that go on
         for score, flat_id in zip(top.values.tolist(), top.indices.tolist()):
@@ -227,9 +221,7 @@ def _beam_search_one(
                 break
             row, token = divmod(flat_id, vocab_size)
             ids = prefixes[row, 1:].tolist() + [token]
-            if token == eos:
-                finished.append((score / length**alpha, ids))
-            elif length == num_steps:  # out of steps: compete unfinished
+            if token == eos or length == num_steps:  # out of steps: compete
                 finished.append((score / length**alpha, ids))
             else:
                 alive.append((row, token, score))
@@ -288,7 +280,7 @@ def beam_search(
         TypeError/ValueError: on src/src_valid_len/bos/eos of the wrong type
             or shape, num_steps or beam_size < 1, alpha not finite >= 0.
     """
-    _check_src(src, src_valid_len)
+    _check_src(model, src, src_valid_len)
     check_ids(bos=bos, eos=eos)
     check_positive_int("num_steps", num_steps)
     check_positive_int("beam_size", beam_size)
@@ -338,6 +330,7 @@ def translate(
     check_sentences("sentences", sentences)
     check_positive_int("num_steps", num_steps)
     check_positive_int("beam_size", beam_size)
+    device = check_device("device", device)
     if device is None:
         device = next(model.parameters()).device
     src, src_valid_len = source_array(sentences, src_vocab, num_steps)
@@ -365,10 +358,11 @@ def translate(
 # ------------------------------------------------------------ private helpers
 
 
-def _check_src(src: Any, src_valid_len: Any) -> None:
+def _check_src(model: nn.Module, src: Any, src_valid_len: Any) -> None:
     check_token_ids("src", src, None)
+    check_module_input("src", src, model)
     check_valid_lens(
-        "src_valid_len", src_valid_len, src.shape[0], src.shape[1]
+        "src_valid_len", src_valid_len, *src.shape, like=("src", src)
     )
 
 

@@ -2,7 +2,7 @@
 
 The device is chosen once, here: CUDA if present, then Apple's MPS, then the
 CPU. Setting the environment variable ``COURSE_DEVICE`` (``cpu``, ``cuda``,
-``cuda:1``, ``mps``, ``meta``) overrides the choice, which is how a reader with
+``cuda:1``, ``mps``, ``meta``; any device this machine has) overrides the choice, which is how a reader with
 a GPU forces a CPU run that matches the stored outputs. Everything else in the
 package creates tensors on the device of its inputs.
 """
@@ -14,6 +14,8 @@ import random
 
 import numpy as np
 import torch
+
+from course_pkg.checks import check_device, device_available
 
 
 def get_device() -> torch.device:
@@ -48,6 +50,11 @@ def get_device() -> torch.device:
         if device.type == "mps" and not torch.backends.mps.is_available():
             raise ValueError(
                 f"COURSE_DEVICE={requested!r} but MPS is not available"
+            )
+        if not device_available(device):  # xpu, hpu, ...: checked the same way
+            raise ValueError(
+                f"COURSE_DEVICE={requested!r} but this machine has no "
+                f"{device.type} device"
             )
         return device
     if torch.cuda.is_available():
@@ -87,7 +94,9 @@ def describe_device(device: torch.device | str) -> str:
     Returns:
         E.g. ``"torch 2.14.1, device cpu, 2 threads"``.
     """
-    device = torch.device(device)
+    if device is None:
+        raise TypeError("device must be a torch.device or str, got NoneType")
+    device = check_device("device", device)
     if device.type == "cuda":
         where = f" ({torch.cuda.get_device_name(device)})"
     else:

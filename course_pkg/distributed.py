@@ -48,7 +48,7 @@ def build_model(
             name == "bahdanau", src_vocab_size, tgt_vocab_size
         )
     raise ValueError(
-        f"model must be 'transformer', 'gru' or 'bahdanau', got {name!r}"
+        f"name must be 'transformer', 'gru' or 'bahdanau', got {name!r}"
     )
 
 

@@ -23,6 +23,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from course_pkg.checks import check_source_target
+
 
 class Encoder(nn.Module):
     """Base encoder: ``forward(X, *args)`` maps X (B, T) ids to a state."""
@@ -74,6 +76,7 @@ class EncoderDecoder(nn.Module):
         Returns:
             (B, Q, V) scores.
         """
+        check_source_target(self, enc_X, dec_X, *args[:1])
         enc_all_outputs = self.encoder(enc_X, *args)
         dec_state = self.decoder.init_state(enc_all_outputs, *args)
         return self.decoder(dec_X, dec_state)[0]

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from course_pkg.checks import check_callable, check_path
+
 
 def _umask() -> int:
     """The process' umask (reading it means setting it: set it back)."""
@@ -43,8 +45,11 @@ def write_atomically(
         path: the destination file; its folder must exist.
         write: called once with the open binary handle.
     Raises:
+        TypeError: if path is not a str/PathLike or write not callable.
         OSError: if the file system refuses; and whatever ``write`` raises.
     """
+    check_path("path", path)
+    check_callable("write", write)
     path = Path(path)
     fd, temporary = tempfile.mkstemp(
         dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
@@ -95,7 +100,18 @@ def cached_json(name: str, key: str, compute: Callable[[], Any]) -> Any:
             strings, numbers): tuples come back as lists.
     Returns:
         The value, as JSON gives it back (also when just computed).
+    Raises:
+        TypeError: if name or key is not a str, or compute not callable.
+        ValueError: if name is empty or holds a path separator.
     """
+    for label, text in (("name", name), ("key", key)):
+        if not isinstance(text, str):
+            raise TypeError(
+                f"{label} must be a str, got {type(text).__name__}"
+            )
+    if not name or "/" in name or os.sep in name:
+        raise ValueError(f"name must be a file name (no '/'), got {name!r}")
+    check_callable("compute", compute)
     folder = cache_dir()
     path = None if folder is None else folder / f"{name}.json"
     if path is not None:

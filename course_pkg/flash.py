@@ -39,8 +39,12 @@ from typing import NamedTuple
 import torch
 
 from course_pkg.checks import (
+    check_float_dtype,
     check_positive_int,
+    check_same_device,
     check_same_float_dtype,
+    check_shape,
+    check_sizes,
     check_tensor,
     check_valid_lens,
 )
@@ -96,6 +100,14 @@ def flash_forward_bytes(
     Returns:
         (2 Q d + 2 ceil(Q / B_r) K d) * element_size + Q * lse_size.
     """
+    check_sizes(
+        num_queries=num_queries,
+        num_keys=num_keys,
+        head_width=head_width,
+        block_q=block_q,
+        element_size=element_size,
+        lse_size=lse_size,
+    )
     query_blocks = -(-num_queries // block_q)
     numbers = 2 * num_queries * head_width
     numbers += 2 * query_blocks * num_keys * head_width
@@ -111,6 +123,12 @@ def standard_attention_bytes(
     Returns:
         (2 Q d + 2 K d + 4 Q K) * element_size, i.e. Theta(T d + T^2).
     """
+    check_sizes(
+        num_queries=num_queries,
+        num_keys=num_keys,
+        head_width=head_width,
+        element_size=element_size,
+    )
     numbers = 2 * num_queries * head_width + 2 * num_keys * head_width
     return (numbers + 4 * num_queries * num_keys) * element_size
 
@@ -263,7 +281,23 @@ def flash_backward(
         counter: an :class:`IOCounter` to add the moved bytes to.
     Returns:
         (dQ, dK, dV), shaped as queries, keys, values.
+    Raises:
+        TypeError, ValueError: as :func:`check_flash_inputs`, and if output,
+            lse or grad_output is not a float tensor of its shape on
+            queries' device.
     """
+    check_flash_inputs(
+        queries, keys, values, valid_lens, causal, block_q, block_k
+    )
+    out_shape = (*queries.shape[:3], values.shape[3])
+    for name, tensor, shape, letters in (
+        ("output", output, out_shape, "(B, H, Q, d_v)"),
+        ("lse", lse, tuple(queries.shape[:3]), "(B, H, Q)"),
+        ("grad_output", grad_output, out_shape, "(B, H, Q, d_v)"),
+    ):
+        check_shape(name, tensor, shape, letters)
+        check_float_dtype(name, tensor)
+        check_same_device(queries=queries, **{name: tensor})
     io = IOCounter() if counter is None else counter
     B, H, num_queries, d = queries.shape
     num_keys = keys.shape[2]
@@ -449,7 +483,12 @@ def check_flash_inputs(
             f"K={keys.shape[2]}"
         )
     check_valid_lens(
-        "valid_lens", valid_lens, B, keys.shape[2], num_queries=num_queries
+        "valid_lens",
+        valid_lens,
+        B,
+        keys.shape[2],
+        num_queries=num_queries,
+        like=("queries", queries),
     )
 
 

@@ -33,7 +33,15 @@ def gru_layer(
 
     Dropout acts only between layers, so none when L = 1 (PyTorch warns
     otherwise).
+
+    Raises:
+        TypeError/ValueError: if a size is not an int >= 1 or dropout not in
+            [0, 1).
     """
+    check_sizes(
+        input_size=input_size, num_hiddens=num_hiddens, num_layers=num_layers
+    )
+    check_probability("dropout", dropout)
     return nn.GRU(
         input_size,
         num_hiddens,

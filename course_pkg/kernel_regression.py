@@ -28,10 +28,16 @@ import torch
 from torch import nn
 
 from course_pkg.checks import (
+    check_device,
     check_float_dtype,
+    check_floats,
+    check_int,
+    check_nonnegative_number,
+    check_positive_int,
     check_positive_number,
+    check_same_device,
+    check_sizes,
     check_tensor,
-    check_tensor_type,
 )
 
 # --------------------------------------------------------------------- kernels
@@ -51,7 +57,7 @@ def gaussian(u: torch.Tensor) -> torch.Tensor:
     Raises:
         TypeError: if u is not a tensor.
     """
-    check_tensor_type("u", u)
+    check_floats("u", u)
     return torch.exp(-(u**2) / 2)
 
 
@@ -66,7 +72,7 @@ def boxcar(u: torch.Tensor) -> torch.Tensor:
     Raises:
         TypeError: if u is not a tensor.
     """
-    check_tensor_type("u", u)
+    check_floats("u", u)
     return (u.abs() < 1).to(u.dtype)
 
 
@@ -81,7 +87,7 @@ def constant(u: torch.Tensor) -> torch.Tensor:
     Raises:
         TypeError: if u is not a tensor.
     """
-    check_tensor_type("u", u)
+    check_floats("u", u)
     return torch.ones_like(u)
 
 
@@ -96,7 +102,7 @@ def epanechnikov(u: torch.Tensor) -> torch.Tensor:
     Raises:
         TypeError: if u is not a tensor.
     """
-    check_tensor_type("u", u)
+    check_floats("u", u)
     return (1 - u**2).clamp_min(0)
 
 
@@ -113,6 +119,52 @@ KERNELS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 def _check_vector(name: str, value: Any, letter: str) -> None:
     check_tensor(name, value, 1, f"({letter},)")
     check_float_dtype(name, value)
+
+
+def _check_pooling(
+    x_train: Any, y_train: Any, x_query: Any, kernel: Any, width: Any
+) -> None:
+    """The checks of :func:`nadaraya_watson`."""
+    if kernel not in KERNELS:
+        raise ValueError(
+            f"kernel must be one of {sorted(KERNELS)}, got {kernel!r}"
+        )
+    check_positive_number("width", width)
+    _check_vector("x_train", x_train, "K")
+    _check_vector("y_train", y_train, "K")
+    _check_vector("x_query", x_query, "Q")
+    check_same_device(x_train=x_train, y_train=y_train, x_query=x_query)
+    if y_train.shape != x_train.shape:
+        raise ValueError(
+            f"y_train must have shape (K,)=({x_train.shape[0]},) like x_train, got {tuple(y_train.shape)}"
+        )
+    if x_train.shape[0] == 0:
+        raise ValueError("x_train must hold at least one key, got shape (0,)")
+
+
+def _rows_of_keys(
+    queries: Any, keys: Any, values: Any
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Check queries (Q,), keys and values (K,) or (Q, K) of one shape, and
+    give keys and values as (Q, K) (a (K,) one shared by every query)."""
+    _check_vector("queries", queries, "Q")
+    check_floats("keys", keys)
+    check_floats("values", values)
+    check_same_device(queries=queries, keys=keys, values=values)
+    num_queries = queries.shape[0]
+    if keys.dim() == 1:
+        keys = keys.unsqueeze(0).expand(num_queries, -1)  # (Q, K)
+    if keys.dim() != 2 or keys.shape[0] != num_queries:
+        raise ValueError(
+            f"keys must have shape (K,) or (Q, K) with Q={num_queries}, got {tuple(keys.shape)}"
+        )
+    if values.dim() == 1:
+        values = values.unsqueeze(0).expand(num_queries, -1)
+    if values.shape != keys.shape:
+        raise ValueError(
+            f"values must have the shape of keys, (Q, K)={tuple(keys.shape)}, got {tuple(values.shape)}"
+        )
+    return keys, values
 
 
 def nadaraya_watson(
@@ -133,12 +185,10 @@ def nadaraya_watson(
     to 0.
 
     Args:
-        x_train: (K,) keys, the training inputs.
-        y_train: (K,) values, the training targets.
-        x_query: (Q,) queries.
+        x_train: (K,) keys, the training inputs. y_train: (K,) values, the
+            training targets. x_query: (Q,) queries.
         kernel: one of the names in ``KERNELS``.
-        width: positive bandwidth; a smaller width makes the weights more
-            local.
+        width: positive bandwidth; a smaller one makes the weights more local.
     Returns:
         y_hat: (Q,) predictions.
         attention_weights: (Q, K) weights; each row sums to 1, or is all 0
@@ -146,24 +196,10 @@ def nadaraya_watson(
         Both on the inputs' device, in their (promoted) dtype.
     Raises:
         ValueError: on an unknown kernel, a width that is not positive, K = 0,
-            or shapes that do not fit.
-        TypeError: on arguments that are not floating-point tensors or a width
-            that is not a number.
+            or shapes that do not fit. TypeError: on arguments that are not
+            floating-point tensors or a width that is not a number.
     """
-    if kernel not in KERNELS:
-        raise ValueError(
-            f"kernel must be one of {sorted(KERNELS)}, got {kernel!r}"
-        )
-    check_positive_number("width", width)
-    _check_vector("x_train", x_train, "K")
-    _check_vector("y_train", y_train, "K")
-    _check_vector("x_query", x_query, "Q")
-    if y_train.shape != x_train.shape:
-        raise ValueError(
-            f"y_train must have shape (K,)=({x_train.shape[0]},) like x_train, got {tuple(y_train.shape)}"
-        )
-    if x_train.shape[0] == 0:
-        raise ValueError("x_train must hold at least one key, got shape (0,)")
+    _check_pooling(x_train, y_train, x_query, kernel, width)
     u = (x_query[:, None] - x_train[None, :]) / width  # (Q, K)
     if kernel == "gaussian":
         attention_weights = torch.softmax(-(u**2) / 2, dim=1)
@@ -192,7 +228,7 @@ def target_function(x: torch.Tensor) -> torch.Tensor:
     Returns:
         Tensor of x's shape, dtype and device.
     """
-    check_tensor_type("x", x)
+    check_floats("x", x)
     return 2 * torch.sin(x) + x**0.8
 
 
@@ -226,16 +262,20 @@ def make_regression_data(
         x_train (K,), y_train (K,), x_val (n_val,), y_val (n_val,) with y_val =
         f(x_val), noiseless.
     Raises:
-        ValueError: if a size is < 1, noise < 0 or x_max <= 0.
+        TypeError: if a size or seed is not an int, noise or x_max not a
+            number, device not a str/``torch.device``, dtype not a float dtype.
+        ValueError: if a size is < 1, noise < 0, x_max <= 0, noise or x_max
+            not finite (NaN, inf), or device not available here.
     """
-    if n_train < 1 or n_val < 1:
-        raise ValueError(
-            f"n_train and n_val must be >= 1, got {n_train} and {n_val}"
+    check_sizes(n_train=n_train, n_val=n_val)
+    check_int("seed", seed)
+    check_nonnegative_number("noise", noise)
+    check_positive_number("x_max", x_max)
+    device = check_device("device", device)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(
+            f"dtype must be a floating-point torch.dtype, got {dtype}"
         )
-    if noise < 0:
-        raise ValueError(f"noise must be >= 0, got {noise}")
-    if x_max <= 0:
-        raise ValueError(f"x_max must be > 0, got {x_max}")
     generator = torch.Generator().manual_seed(seed)
     x_train = torch.sort(
         torch.rand(n_train, generator=generator, dtype=torch.float64) * x_max
@@ -297,22 +337,7 @@ class NWKernelRegression(nn.Module):
             ValueError/TypeError: if keys is not (K,) or (Q, K), or values does
                 not match keys.
         """
-        _check_vector("queries", queries, "Q")
-        check_tensor_type("keys", keys)
-        check_tensor_type("values", values)
-        num_queries = queries.shape[0]
-        if keys.dim() == 1:
-            keys = keys.unsqueeze(0).expand(num_queries, -1)  # (Q, K)
-        if keys.dim() != 2 or keys.shape[0] != num_queries:
-            raise ValueError(
-                f"keys must have shape (K,) or (Q, K) with Q={num_queries}, got {tuple(keys.shape)}"
-            )
-        if values.dim() == 1:
-            values = values.unsqueeze(0).expand(num_queries, -1)
-        if values.shape != keys.shape:
-            raise ValueError(
-                f"values must have the shape of keys, (Q, K)={tuple(keys.shape)}, got {tuple(values.shape)}"
-            )
+        keys, values = _rows_of_keys(queries, keys, values)  # (Q, K) each
         u = (queries[:, None] - keys) / self.width  # (Q, K)
         self.attention_weights = torch.softmax(-(u**2) / 2, dim=1)
         return (self.attention_weights * values).sum(dim=1)
@@ -328,7 +353,7 @@ def leave_one_out(x: torch.Tensor) -> torch.Tensor:
     Raises:
         ValueError: if x is not 1-D with at least 2 entries.
     """
-    check_tensor_type("x", x)
+    check_floats("x", x)
     if x.dim() != 1 or x.shape[0] < 2:
         raise ValueError(
             f"x must have shape (K,) with K >= 2, got {tuple(x.shape)}"
@@ -358,7 +383,10 @@ def train_nw_regression(
     Returns:
         The loss before each step, num_epochs floats.
     Raises:
-        ValueError: on shapes that do not fit, num_epochs < 1 or lr <= 0.
+        TypeError: if x_train or y_train is not a float tensor, num_epochs
+            not an int or lr not a number.
+        ValueError: on shapes or devices that do not fit, num_epochs < 1,
+            or lr not finite > 0.
     """
     _check_vector("x_train", x_train, "K")
     _check_vector("y_train", y_train, "K")
@@ -366,10 +394,9 @@ def train_nw_regression(
         raise ValueError(
             f"y_train must have shape (K,)=({x_train.shape[0]},), got {tuple(y_train.shape)}"
         )
-    if num_epochs < 1:
-        raise ValueError(f"num_epochs must be >= 1, got {num_epochs}")
-    if not lr > 0:
-        raise ValueError(f"lr must be > 0, got {lr}")
+    check_same_device(x_train=x_train, y_train=y_train)
+    check_positive_int("num_epochs", num_epochs)
+    check_positive_number("lr", lr)
     keys, values = (
         leave_one_out(x_train),
         leave_one_out(y_train),

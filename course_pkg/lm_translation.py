@@ -23,7 +23,15 @@ import torch
 from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, TensorDataset
 
-from course_pkg.checks import check_positive_number, check_sentences
+from course_pkg.checks import (
+    check_device,
+    check_grad_clip,
+    check_int,
+    check_positive_int,
+    check_positive_number,
+    check_sentences,
+    check_str,
+)
 from course_pkg.data import Vocab, tokenize, tokenize_pairs, truncate_pad
 from course_pkg.gpt import GPT, generate
 from course_pkg.train import (
@@ -91,7 +99,12 @@ def translation_lm_vocab(pairs: Sequence[Pair], min_freq: int = 1) -> Vocab:
 
 
 def prompt_ids(sentence: str, vocab: Vocab) -> list[int]:
-    """The ids of ``english <sep>``: what the model continues to translate."""
+    """The ids of ``english <sep>``: what the model continues to translate.
+
+    Raises:
+        TypeError: if sentence is not a str.
+    """
+    check_str("sentence", sentence)
     return vocab[tokenize(sentence)] + [vocab[SEP]]
 
 
@@ -180,8 +193,8 @@ def translation_lm_loader(
     Raises:
         ValueError: if batch_size or num_steps < 1.
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    check_positive_int("batch_size", batch_size)
+    check_int("seed", seed)
     X, Y = translation_lm_arrays(pairs, vocab, num_steps)
     if shuffle:
         batches = _LengthBuckets((X != vocab.pad).sum(dim=1), batch_size, seed)
@@ -246,6 +259,9 @@ def train_lm(
         raise ValueError("lr_per_epoch must hold one learning rate per epoch")
     for lr in lr_per_epoch:
         check_positive_number("lr_per_epoch", lr)
+    check_int("pad", pad)
+    check_grad_clip(grad_clip)
+    device = check_device("device", device)
     linear_warmup(1, warmup_steps)  # refuses a bad warmup_steps up front
     if device is None:
         device = next(model.parameters()).device

@@ -37,7 +37,12 @@ import torch
 from torch import nn
 
 from course_pkg.attention import KVCache
-from course_pkg.checks import check_last_dim, check_tensor
+from course_pkg.checks import (
+    check_block_sizes,
+    check_features,
+    check_sizes,
+    check_tensor,
+)
 from course_pkg.gpt import GPT
 from course_pkg.lm_translation import GPTSettings
 from course_pkg.modern_block import (
@@ -120,7 +125,7 @@ class VariantBlock(PreNormEncoderBlock):
         """
         shape = f"(B, Q, {self.num_hiddens})"
         check_tensor("X", X, 3, shape)
-        check_last_dim("X", X, self.num_hiddens, shape)
+        check_features("X", X, self.num_hiddens, self)
         if self.placement == "pre":
             normed = self.norm1(X)
             cache = self.attention.cache(normed, normed, past=cache)
@@ -170,6 +175,9 @@ class VariantGPT(GPT):
     ):
         check_placement(placement)
         check_block_options(norm, ffn)
+        check_block_sizes(
+            num_hiddens, ffn_num_hiddens, num_heads, dropout, num_kv_heads
+        )
         super().__init__(
             vocab_size,
             num_hiddens,
@@ -203,7 +211,13 @@ class VariantGPT(GPT):
 
     def kv_cache_numel(self, batch_size: int, num_steps: int) -> int:
         """Numbers the key/value cache holds for batch_size sequences of
-        num_steps positions, all blocks together: 2 * N * B * T * G * d."""
+        num_steps positions, all blocks together: 2 * N * B * T * G * d.
+
+        Raises:
+            TypeError/ValueError: if batch_size or num_steps is not an int
+                >= 1.
+        """
+        check_sizes(batch_size=batch_size, num_steps=num_steps)
         return sum(
             blk.attention.kv_cache_numel(batch_size, num_steps)
             for blk in self.blks

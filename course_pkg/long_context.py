@@ -27,7 +27,11 @@ import math
 
 import torch
 
-from course_pkg.checks import check_positive_int, check_positive_number
+from course_pkg.checks import (
+    check_device,
+    check_positive_int,
+    check_positive_number,
+)
 from course_pkg.rotary import RotaryEmbedding
 
 # ---------------------------------------------------------------------- ALiBi
@@ -75,6 +79,7 @@ def alibi_bias(
             f"num_keys must be >= num_queries, got K={num_keys}, "
             f"Q={num_queries}"
         )
+    device = check_device("device", device)
     slopes = alibi_slopes(num_heads).to(device=device, dtype=dtype)
     queries = torch.arange(num_keys - num_queries, num_keys, device=device)
     keys = torch.arange(num_keys, device=device)

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from course_pkg.checks import check_shape
+from course_pkg.checks import check_shape, check_sizes
 from course_pkg.encoder_decoder import EncoderDecoder
 from course_pkg.gru import check_gru_sizes, gru_layer, init_seq2seq
 from course_pkg.scoring import LuongAttention
@@ -181,6 +181,7 @@ def luong_model(
         A freshly initialised ``EncoderDecoder`` on the CPU (seed torch first
         for repeatable weights).
     """
+    check_sizes(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size)
     sizes = settings.model_sizes()
     return EncoderDecoder(
         Seq2SeqEncoder(src_vocab_size, *sizes),

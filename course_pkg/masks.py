@@ -15,10 +15,12 @@ import torch
 import torch.nn.functional as F
 
 from course_pkg.checks import (
+    check_device,
     check_float_dtype,
     check_int,
     check_integer_dtype,
     check_range,
+    check_same_device,
     check_tensor,
     check_tensor_type,
     check_valid_lens,
@@ -95,8 +97,10 @@ def causal_mask(
         raise ValueError(f"num_queries must be >= 0, got {num_queries}")
     if num_keys < num_queries:
         raise ValueError(
-            f"a causal mask needs K >= Q, got Q={num_queries}, K={num_keys}"
+            "num_keys must be >= num_queries (a causal mask needs K >= Q), "
+            f"got Q={num_queries}, K={num_keys}"
         )
+    device = check_device("device", device)
     query_pos = torch.arange(num_queries, device=device)[:, None] + (
         num_keys - num_queries
     )
@@ -124,6 +128,10 @@ def attention_mask(
         TypeError, ValueError: as :func:`sequence_mask` (except the range
             of the lengths, which its callers check) and :func:`causal_mask`.
     """
+    check_int("num_keys", num_keys)
+    if num_keys < 0:
+        raise ValueError(f"num_keys must be >= 0, got {num_keys}")
+    device = check_device("device", device)
     if valid_lens is not None:
         check_tensor_type("valid_lens", valid_lens)
     if valid_lens is not None and valid_lens.device != device:
@@ -168,7 +176,12 @@ def masked_softmax(
     check_float_dtype("X", X)
     batch_size, num_queries, num_keys = X.shape
     check_valid_lens(
-        "valid_lens", valid_lens, batch_size, num_keys, num_queries=num_queries
+        "valid_lens",
+        valid_lens,
+        batch_size,
+        num_keys,
+        num_queries=num_queries,
+        like=("X", X),
     )
     mask = attention_mask(valid_lens, num_queries, num_keys, causal, X.device)
     if mask is None:
@@ -194,7 +207,22 @@ def hide_unseen(X: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
             attend (as from :func:`attention_mask`).
     Returns:
         X with the non-finite entries at keys no query sees replaced by 0.
+    Raises:
+        TypeError: if X is not a float tensor or mask not None or a bool
+            tensor.
+        ValueError: if X is not 3-D or 4-D, or mask is on another device.
     """
+    check_tensor_type("X", X)
+    check_float_dtype("X", X)
+    if X.dim() not in (3, 4):
+        raise ValueError(
+            f"X must have shape (B, K, d) or (B, H, K, d), got {tuple(X.shape)}"
+        )
+    if mask is not None:
+        check_tensor_type("mask", mask)
+        if mask.dtype != torch.bool:
+            raise TypeError(f"mask must be a bool tensor, got {mask.dtype}")
+        check_same_device(X=X, mask=mask)
     # On the CPU, reading values is cheap: finite X is returned as it is,
     # which also keeps the autograd graph (and its depth) unchanged.
     if mask is None or (X.device.type == "cpu" and bool(X.isfinite().all())):

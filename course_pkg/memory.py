@@ -21,6 +21,8 @@ from typing import NamedTuple
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from course_pkg.checks import check_device
+
 
 class MemoryUse(NamedTuple):
     """What one call allocated, in bytes, above what was live before it.
@@ -54,7 +56,7 @@ def peak_memory(
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-    device = torch.device(device)
+    device = check_device("device", device)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         base = torch.cuda.memory_allocated(device)

@@ -21,11 +21,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_pkg.checks import (
-    check_last_dim,
+    check_block_sizes,
+    check_features,
     check_nonnegative_number,
     check_sizes,
     check_tensor,
-    check_tensor_type,
 )
 from course_pkg.efficient_attention import GroupedQueryAttention
 from course_pkg.transformer_blocks import PositionWiseFFN, ffn_input_size
@@ -64,7 +64,7 @@ class RMSNorm(nn.Module):
 
         Raises TypeError/ValueError if X is not a tensor of last width D.
         """
-        _check_width(X, self.num_hiddens)
+        _check_width(X, self.num_hiddens, self, dtype=False)  # half X is fine
         eps = torch.finfo(X.dtype).eps if self.eps is None else self.eps
         half = X.dtype in (torch.float16, torch.bfloat16)
         wide = X.float() if half else X
@@ -112,7 +112,7 @@ class SwiGLUFFN(nn.Module):
         Raises TypeError/ValueError if X is not a tensor of last width
         input_size.
         """
-        _check_width(X, self.input_size)
+        _check_width(X, self.input_size, self)
         return self.down(F.silu(self.gate(X)) * self.up(X))
 
 
@@ -168,6 +168,9 @@ class PreNormEncoderBlock(nn.Module):
     ):
         super().__init__()
         check_block_options(norm, ffn)
+        check_block_sizes(
+            num_hiddens, ffn_num_hiddens, num_heads, dropout, num_kv_heads
+        )
         norms, ffns = NORMS, FFNS
         self.num_hiddens = num_hiddens
         self.norm1 = norms[norm](num_hiddens)
@@ -198,7 +201,7 @@ class PreNormEncoderBlock(nn.Module):
         """
         shape = f"(B, T, {self.num_hiddens})"
         check_tensor("X", X, 3, shape)
-        check_last_dim("X", X, self.num_hiddens, shape)
+        check_features("X", X, self.num_hiddens, self)
         normed = self.norm1(X)
         X = X + self.dropout(
             self.attention(normed, normed, normed, valid_lens, causal=causal)
@@ -206,7 +209,9 @@ class PreNormEncoderBlock(nn.Module):
         return X + self.dropout(self.ffn(self.norm2(X)))
 
 
-def _check_width(X: object, width: int) -> None:
-    """X must be a tensor (..., width)."""
-    check_tensor_type("X", X)
-    check_last_dim("X", X, width, f"(..., {width})")
+def _check_width(
+    X: object, width: int, module: nn.Module, *, dtype: bool = True
+) -> None:
+    """X must be a float tensor (..., width) on module's device (and of its
+    dtype if ``dtype``)."""
+    check_features("X", X, width, module, dtype=dtype)

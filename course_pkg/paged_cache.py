@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from course_pkg.checks import check_int, check_positive_int
+from course_pkg.checks import check_device, check_int, check_positive_int
 from course_pkg.efficient_attention import _check_shape
 from course_pkg.sliding_window import sliding_window_attention
 
@@ -53,6 +53,7 @@ class PagedKVCache:
         check_positive_int("num_kv_heads", num_kv_heads)
         check_positive_int("head_width", head_width)
         shape = (num_blocks, num_kv_heads, block_size, head_width)
+        device = check_device("device", device)
         self.keys = torch.zeros(shape, dtype=dtype, device=device)
         self.values = torch.zeros(shape, dtype=dtype, device=device)
         self.block_size = block_size
@@ -145,7 +146,13 @@ class PagedKVCache:
 
 def contiguous_waste(lengths: list[int], max_len: int) -> int:
     """Positions reserved but never filled when each sequence gets max_len
-    contiguous slots: sum(max_len - length)."""
+    contiguous slots: sum(max_len - length).
+
+    Raises:
+        TypeError/ValueError: if max_len is not an int >= 1, or a length
+            exceeds it.
+    """
+    check_positive_int("max_len", max_len)
     if any(length > max_len for length in lengths):
         raise ValueError(f"lengths must be <= max_len={max_len}")
     return sum(max_len - length for length in lengths)

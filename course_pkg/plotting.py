@@ -15,6 +15,8 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from course_pkg.checks import check_str
+
 ATTENTION_CMAP = "Reds"
 
 #: What the helpers accept as numbers: a tensor (any device, detached
@@ -48,6 +50,8 @@ def show_heatmaps(
         ValueError: if matrices is not 4-D or titles does not have one entry
             per column.
     """
+    for label, text in (("xlabel", xlabel), ("ylabel", ylabel)):
+        check_str(label, text)
     data = _to_numpy(matrices)
     if data.ndim != 4:
         raise ValueError(
@@ -116,6 +120,13 @@ def plot_lines(
     Raises:
         ValueError: if a curve's length differs from x's.
     """
+    for label, text in (
+        ("xlabel", xlabel),
+        ("ylabel", ylabel),
+        ("xscale", xscale),
+        ("yscale", yscale),
+    ):
+        check_str(label, text)
     if isinstance(ys, dict):
         legend, ys = list(ys.keys()), list(ys.values())
     xs = _to_numpy(x)

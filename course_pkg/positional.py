@@ -12,12 +12,13 @@ import torch
 from torch import nn
 
 from course_pkg.checks import (
+    check_float_tensor,
     check_int,
     check_last_dim,
+    check_on_device,
     check_positive_int,
     check_probability,
     check_sizes,
-    check_tensor,
 )
 
 
@@ -85,7 +86,7 @@ class PositionalEncoding(nn.Module):
         """X (B, T, D) -> (B, T, D); positions start at ``offset`` (for
         step-by-step decoding).
         """
-        _check_input(X, self.num_hiddens, self.max_len, offset)
+        _check_input(X, self.num_hiddens, self.max_len, offset, self.P)
         return self.dropout(
             X + self.P[:, offset : offset + X.shape[1]].to(X.dtype)
         )
@@ -117,16 +118,26 @@ class LearnedPositionalEncoding(nn.Module):
 
     def forward(self, X: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """X (B, T, D) -> (B, T, D); positions start at ``offset``."""
-        _check_input(X, self.num_hiddens, self.max_len, offset)
+        _check_input(
+            X, self.num_hiddens, self.max_len, offset, self.embedding.weight
+        )
         positions = torch.arange(offset, offset + X.shape[1], device=X.device)
         return self.dropout(X + self.embedding(positions)[None].to(X.dtype))
 
 
 def _check_input(
-    X: torch.Tensor, num_hiddens: int, max_len: int, offset: int
+    X: torch.Tensor,
+    num_hiddens: int,
+    max_len: int,
+    offset: int,
+    table: torch.Tensor,
 ) -> None:
-    check_tensor("X", X, 3, f"(B, T, {num_hiddens})")
+    """X: floats (B, T, D) on the table's device (an integer X is refused,
+    not cast: the sum would be truncated); offset: an int >= 0."""
+    check_float_tensor("X", X, 3, f"(B, T, {num_hiddens})")
     check_last_dim("X", X, num_hiddens, f"(B, T, {num_hiddens})")
+    check_on_device("X", X, table.device)
+    check_int("offset", offset)
     if offset < 0:
         raise ValueError(f"offset must be >= 0, got {offset}")
     if offset + X.shape[1] > max_len:

@@ -37,6 +37,7 @@ from course_pkg.bert_data import (
     encode_sentences,
     translation_pairs,
 )
+from course_pkg.checks import check_bert_batch, check_int, check_positive_int
 from course_pkg.data import Vocab, tokenize
 
 
@@ -112,6 +113,9 @@ def pretrain_bert(
     Raises:
         ValueError: if english and french differ in length.
     """
+    check_int("seed", seed)
+    if steps is not None:
+        check_positive_int("steps", steps)
     if len(english) != len(french):
         raise ValueError(
             f"english and french must be aligned, got {len(english)} and "
@@ -222,6 +226,8 @@ def fine_tune(
     Raises:
         ValueError: if labels is not (N,).
     """
+    check_bert_batch(classifier, tokens, segments, valid_lens, labels=labels)
+    check_int("seed", seed)
     if labels.shape != (tokens.shape[0],):
         raise ValueError(
             f"labels must have shape (N,)=({tokens.shape[0]},), "
@@ -267,6 +273,8 @@ def predict(
     Returns:
         (N,) long predictions on the CPU.
     """
+    check_bert_batch(classifier, tokens, segments, valid_lens)
+    check_positive_int("batch_size", batch_size)
     device = next(classifier.parameters()).device
     classifier.eval()
     predictions = [

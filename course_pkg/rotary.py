@@ -19,6 +19,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from course_pkg.checks import (
+    check_positive_number,
+    check_tensor,
+)
+
 
 class RotaryEmbedding(nn.Module):
     """Rotate each pair of features by an angle proportional to the position.
@@ -53,8 +58,10 @@ class RotaryEmbedding(nn.Module):
             raise ValueError(
                 f"head_width must be a positive even number, got {head_width}"
             )
+        check_positive_number("base", base)
         if not base > 1:
             raise ValueError(f"base must be > 1, got {base}")
+        check_positive_number("position_scale", position_scale)
         if not position_scale > 0:
             raise ValueError(
                 f"position_scale must be > 0, got {position_scale}"
@@ -74,7 +81,10 @@ class RotaryEmbedding(nn.Module):
             dtype: dtype of the result.
         Returns:
             (T, d/2) tensor on positions' device.
+        Raises:
+            TypeError/ValueError: if positions is not a (T,) tensor.
         """
+        check_tensor("positions", positions, 1, "(T,)")
         pair_index = torch.arange(
             0, self.head_width, 2, device=positions.device, dtype=dtype
         )
@@ -97,10 +107,10 @@ class RotaryEmbedding(nn.Module):
             ValueError: if X has rank < 2 or last dimension != d, or offset
                 < 0.
         """
-        if not isinstance(X, torch.Tensor):
+        if not isinstance(X, torch.Tensor) or not X.is_floating_point():
             raise TypeError(
-                f"X must be a torch.Tensor of shape (..., T, {self.head_width}), "
-                f"got {type(X).__name__}"
+                f"X must be a float torch.Tensor of shape (..., T, {self.head_width}), "
+                f"got {getattr(X, 'dtype', type(X).__name__)}"
             )
         if X.dim() < 2 or X.shape[-1] != self.head_width:
             raise ValueError(

@@ -22,8 +22,11 @@ from torch import nn
 
 from course_pkg.checks import (
     check_attention_inputs,
+    check_fused_inputs,
     check_last_dim,
+    check_luong_score,
     check_probability,
+    check_shape,
     check_sizes,
 )
 from course_pkg.masks import attention_mask, hide_unseen, masked_softmax
@@ -31,14 +34,11 @@ from course_pkg.masks import attention_mask, hide_unseen, masked_softmax
 
 class ScoredAttention(nn.Module):
     """Attention from a score function: the weights are the masked softmax
-    of ``scores(queries, keys)``, the output their average of the values.
-
-    Subclasses define :meth:`scores`; :class:`AdditiveAttention` and
-    :class:`LuongAttention` are two.
+    of ``scores(queries, keys)`` (a subclass's, e.g. :class:`LuongAttention`),
+    the output their average of the values.
 
     Args:
-        query_size: d_q. key_size: d_k.
-        dropout: dropout probability on the attention weights.
+        query_size: d_q. key_size: d_k. dropout: on the attention weights.
     Attributes:
         attention_weights: (B, Q, K) weights of the last forward call.
     """
@@ -48,14 +48,25 @@ class ScoredAttention(nn.Module):
         check_sizes(query_size=query_size, key_size=key_size)
         check_probability("dropout", dropout)
         self.query_size, self.key_size = query_size, key_size
+        # the width of project_keys(keys); a subclass that projects changes it
+        self.projected_key_size = key_size
         self.dropout = nn.Dropout(dropout)
         self.attention_weights: torch.Tensor | None = None
+
+    def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
+        """The keys as :meth:`scores` reads them, here unchanged: (B, K, d_k).
+
+        It does not depend on the queries, so a decoder that reads the same
+        keys at every step can compute it once per sequence and pass it to
+        :meth:`forward` as ``projected_keys``.
+        """
+        return keys
 
     def scores(
         self, queries: torch.Tensor, keys: torch.Tensor
     ) -> torch.Tensor:  # pragma: no cover - abstract
-        """Unnormalised scores: queries (B, Q, d_q), keys (B, K, d_k) ->
-        (B, Q, K)."""
+        """Unnormalised scores: queries (B, Q, d_q), keys
+        ``project_keys(keys)`` (B, K, ·) -> (B, Q, K)."""
         raise NotImplementedError
 
     def forward(
@@ -64,17 +75,20 @@ class ScoredAttention(nn.Module):
         keys: torch.Tensor,
         values: torch.Tensor,
         valid_lens: torch.Tensor | None = None,
+        *,
+        projected_keys: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Attend.
 
         Args:
             queries: (B, Q, d_q). keys: (B, K, d_k). values: (B, K, d_v).
             valid_lens: None, (B,) or (B, Q) numbers of valid keys.
+            projected_keys: None, or ``project_keys(keys)`` computed once by
+                the caller (B, K, ``projected_key_size``).
         Returns:
             (B, Q, d_v).
         Raises:
-            TypeError, ValueError: on inputs that do not fit each other or
-                the layer (see :func:`course_pkg.checks.check_attention_inputs`).
+            TypeError, ValueError: see :func:`~course_pkg.checks.check_attention_inputs`.
         """
         check_attention_inputs(
             queries,
@@ -84,8 +98,13 @@ class ScoredAttention(nn.Module):
             query_size=self.query_size,
             key_size=self.key_size,
         )
+        if projected_keys is None:
+            projected_keys = self.project_keys(keys)
+        else:
+            shape = (*keys.shape[:2], self.projected_key_size)
+            check_shape("projected_keys", projected_keys, shape, "(B, K, ·)")
         self.attention_weights = masked_softmax(
-            self.scores(queries, keys), valid_lens
+            self.scores(queries, projected_keys), valid_lens
         )
         mask = attention_mask(
             valid_lens, queries.shape[1], keys.shape[1], False, values.device
@@ -122,13 +141,19 @@ class AdditiveAttention(ScoredAttention):
         self.W_k = nn.Linear(self.key_size, num_hiddens, bias=False)
         self.W_q = nn.Linear(self.query_size, num_hiddens, bias=False)
         self.w_v = nn.Linear(num_hiddens, 1, bias=False)
+        self.projected_key_size = num_hiddens
+
+    def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
+        """keys (B, K, d_k) -> W_k k (B, K, num_hiddens): computed once per
+        sequence by a decoder, as Bahdanau et al. (2015, App. A.1.2) do."""
+        return self.W_k(keys)
 
     def scores(
         self, queries: torch.Tensor, keys: torch.Tensor
     ) -> torch.Tensor:
-        """queries (B, Q, d_q), keys (B, K, d_k) -> (B, Q, K) scores."""
+        """queries (B, Q, d_q), keys W_k k (B, K, num_hiddens) -> (B, Q, K)."""
         features = torch.tanh(
-            self.W_q(queries).unsqueeze(2) + self.W_k(keys).unsqueeze(1)
+            self.W_q(queries).unsqueeze(2) + keys.unsqueeze(1)
         )  # (B, Q, K, num_hiddens)
         return self.w_v(features).squeeze(-1)
 
@@ -136,17 +161,15 @@ class AdditiveAttention(ScoredAttention):
 class DotProductAttention(nn.Module):
     """Scaled dot-product attention: softmax(Q K^T / sqrt(d)) V.
 
-    Two paths give the same numbers (within 1e-5 in float32). With
-    ``need_weights=True`` (default) the weights are computed explicitly and
-    kept in ``attention_weights`` for plots; with ``need_weights=False`` the
-    fused :func:`fused_attention` is used, which never stores the (B, Q, K)
-    matrix and is faster, and ``attention_weights`` is None.
+    ``need_weights=True`` (default) computes the weights explicitly and keeps
+    them in ``attention_weights`` for plots; ``need_weights=False`` calls the
+    faster :func:`fused_attention`, which stores no (B, Q, K) matrix. Both
+    give the same numbers within 1e-5 in float32.
 
     Args:
-        dropout: dropout probability on the attention weights.
+        dropout: on the attention weights.
     Attributes:
-        attention_weights: (B, Q, K) weights of the last forward call, or None
-            after a fused call.
+        attention_weights: (B, Q, K) of the last call (None after a fused one).
     """
 
     def __init__(self, dropout: float = 0.0):
@@ -165,22 +188,16 @@ class DotProductAttention(nn.Module):
         causal: bool = False,
         need_weights: bool = True,
     ) -> torch.Tensor:
-        """Attend.
+        """Attend: queries (B, Q, d), keys (B, K, d), values (B, K, d_v) ->
+        (B, Q, d_v).
 
         Args:
-            queries: (B, Q, d).
-            keys: (B, K, d).
-            values: (B, K, d_v).
             valid_lens: None, (B,) or (B, Q) numbers of valid keys.
-            causal: hide keys after each query (see
-                :func:`course_pkg.masks.causal_mask`).
-            need_weights: compute and keep the weights (explicit path) or not
-                (fused path).
-        Returns:
-            (B, Q, d_v).
+            causal: hide keys after each query. need_weights: explicit path
+                (keeps the weights) or fused path.
         Raises:
-            TypeError, ValueError: on inputs that do not fit each other, or
-                causal with K < Q.
+            TypeError, ValueError: on inputs that do not fit (or K < Q when
+                causal).
         """
         check_attention_inputs(
             queries, keys, values, valid_lens, causal=causal
@@ -188,26 +205,20 @@ class DotProductAttention(nn.Module):
         check_last_dim(
             "keys", keys, queries.shape[-1], "(B, K, d) with d that of queries"
         )
+        if not need_weights:
+            self.attention_weights = None
+            p = self.dropout.p if self.training else 0.0
+            return fused_attention(
+                queries, keys, values, valid_lens, causal, p
+            )
         d = queries.shape[-1]
-        if need_weights:
-            scores = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(
-                d
-            )  # (B, Q, K)
-            self.attention_weights = masked_softmax(scores, valid_lens, causal)
-            mask = attention_mask(
-                valid_lens, *scores.shape[1:], causal, values.device
-            )
-            return torch.bmm(
-                self.dropout(self.attention_weights), hide_unseen(values, mask)
-            )
-        self.attention_weights = None
-        return fused_attention(
-            queries,
-            keys,
-            values,
-            valid_lens,
-            causal,
-            self.dropout.p if self.training else 0.0,
+        scores = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(d)
+        self.attention_weights = masked_softmax(scores, valid_lens, causal)
+        mask = attention_mask(
+            valid_lens, *scores.shape[1:], causal, values.device
+        )
+        return torch.bmm(
+            self.dropout(self.attention_weights), hide_unseen(values, mask)
         )
 
 
@@ -234,7 +245,10 @@ def fused_attention(
         in :func:`course_pkg.masks.masked_softmax`, and non-finite keys or
         values that no query may see do not reach the output
         (:func:`course_pkg.masks.hide_unseen`).
+    Raises:
+        TypeError/ValueError: see :func:`course_pkg.checks.check_fused_inputs`.
     """
+    check_fused_inputs(queries, keys, values, valid_lens, dropout_p)
     num_queries, num_keys = queries.shape[-2], keys.shape[-2]
     if valid_lens is None and (not causal or num_queries == num_keys):
         # No explicit mask lets torch pick its fastest kernel.
@@ -285,19 +299,7 @@ class LuongAttention(ScoredAttention):
         num_hiddens: int | None = None,
         dropout: float = 0.0,
     ):
-        if not isinstance(score, str):
-            raise TypeError(f"score must be a str, got {type(score).__name__}")
-        if num_hiddens is not None:
-            check_sizes(num_hiddens=num_hiddens)
-        if score not in ("dot", "general", "concat"):
-            raise ValueError(
-                f"score must be 'dot', 'general' or 'concat', got {score!r}"
-            )
-        if score == "dot" and query_size != key_size:
-            raise ValueError(
-                "score='dot' needs query_size == key_size, "
-                f"got {query_size} and {key_size}"
-            )
+        check_luong_score(score, query_size, key_size, num_hiddens)
         super().__init__(query_size, key_size, dropout)
         self.score = score
         if score == "general":

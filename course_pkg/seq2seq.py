@@ -22,7 +22,12 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from course_pkg.checks import check_shape, check_token_ids, check_valid_lens
+from course_pkg.checks import (
+    check_shape,
+    check_sizes,
+    check_token_ids,
+    check_valid_lens,
+)
 from course_pkg.encoder_decoder import Decoder, Encoder, EncoderDecoder
 from course_pkg.gru import check_gru_sizes, gru_layer, init_seq2seq
 from course_pkg.scoring import AdditiveAttention
@@ -106,7 +111,7 @@ class Seq2SeqEncoder(Encoder):
             TypeError, ValueError: if X is not a (B, T) tensor of ids in
                 [0, V) with T >= 1.
         """
-        check_token_ids("X", X, self.embedding.num_embeddings, min_steps=1)
+        check_token_ids("X", X, self.embedding, min_steps=1)
         embs = self.embedding(X.t().long())  # (T, B, E)
         outputs, state = self.rnn(embs)  # (T, B, D), (L, B, D)
         return outputs, state
@@ -179,7 +184,7 @@ class Seq2SeqDecoder(Decoder):
             TypeError, ValueError: if X is not a (B, Q) tensor of ids in
                 [0, V), or the state does not fit.
         """
-        check_token_ids("X", X, self.embedding.num_embeddings, min_steps=1)
+        check_token_ids("X", X, self.embedding, min_steps=1)
         batch_size, num_steps = X.shape
         context, hidden = state
         check_shape(
@@ -215,6 +220,17 @@ class AttentionGRUState(NamedTuple):
     enc_valid_lens: torch.Tensor | None
 
 
+class BahdanauState(NamedTuple):
+    """The state of a :class:`Seq2SeqAttentionDecoder`: the fields of
+    :class:`AttentionGRUState`, and ``projected_keys`` (B, T, D), the keys
+    W_k h_i, projected once per sequence by ``init_state``."""
+
+    enc_outputs: torch.Tensor
+    hidden: torch.Tensor
+    enc_valid_lens: torch.Tensor | None
+    projected_keys: torch.Tensor
+
+
 class AttentionGRUDecoder(Decoder):
     """A GRU decoder that attends over the encoder outputs (Bahdanau, Luong).
 
@@ -240,18 +256,43 @@ class AttentionGRUDecoder(Decoder):
         enc_valid_lens: torch.Tensor | None = None,
         *args: Any,
     ) -> AttentionGRUState:
-        """Keep every encoder output for the attention.
-
-        Args:
-            enc_all_outputs: encoder (outputs (T, B, D), state (L, B, D)).
-            enc_valid_lens: None or (B,) source lengths.
-        Returns:
-            An :class:`AttentionGRUState`.
-        """
+        """Encoder (outputs (T, B, D), state (L, B, D)) and (B,) source
+        lengths -> an :class:`AttentionGRUState`; keeps every output."""
         outputs, state = enc_all_outputs
+        check_valid_lens(
+            "enc_valid_lens",
+            enc_valid_lens,
+            *outputs.shape[1::-1],
+            like=("enc_all_outputs", outputs),
+        )
         return AttentionGRUState(
             outputs.transpose(0, 1), state, enc_valid_lens
         )
+
+    def forward(self, X: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
+        """Score the next token after every prefix of X.
+
+        Args:
+            X: (B, Q) target ids (teacher forcing: the reference shifted
+                right, starting with <bos>).
+            state: from :meth:`init_state` or the previous call.
+        Returns:
+            Y (B, Q, V) scores and the new state; :attr:`attention_weights`
+            then holds (B, Q, T).
+        Raises:
+            TypeError, ValueError: on ids outside [0, V) or a state that does
+                not fit (checked before any computation).
+        """
+        check_token_ids("X", X, self.embedding, min_steps=1)
+        self._check_state(state, X.shape[0])
+        embs = self.embedding(X.t().long())  # (Q, B, E)
+        Y, self._attention_weights, new_state = self._decode(embs, *state)
+        return Y, new_state
+
+    @property
+    def attention_weights(self) -> torch.Tensor | None:
+        """(B, Q, T) weights of the last forward call; row s: step s."""
+        return self._attention_weights
 
     def _check_state(self, state: Any, batch_size: int) -> None:
         """Check the state's fields against X's batch (B)."""
@@ -266,33 +307,13 @@ class AttentionGRUDecoder(Decoder):
         shape = (batch_size, T, self.num_hiddens)
         check_shape("state.enc_outputs", enc_outputs, shape, "(B, T, D)")
         _check_hidden(hidden, batch_size, self.num_layers, self.num_hiddens)
-        check_valid_lens("state.enc_valid_lens", enc_valid_lens, batch_size, T)
-
-    def forward(self, X: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
-        """Score the next token after every prefix of X.
-
-        Args:
-            X: (B, Q) target ids (teacher forcing: the reference shifted
-                right, starting with <bos>).
-            state: from :meth:`init_state` or the previous call.
-        Returns:
-            Y (B, Q, V) scores and the new state; :attr:`attention_weights`
-            then holds (B, Q, T).
-        Raises:
-            TypeError, ValueError: if X is not a (B, Q) tensor of ids in
-                [0, V), the state does not fit, or a valid length is outside
-                [0, T] (all checked before any computation).
-        """
-        check_token_ids("X", X, self.embedding.num_embeddings, min_steps=1)
-        self._check_state(state, X.shape[0])
-        embs = self.embedding(X.t().long())  # (Q, B, E)
-        Y, self._attention_weights, new_state = self._decode(embs, *state)
-        return Y, new_state
-
-    @property
-    def attention_weights(self) -> torch.Tensor | None:
-        """(B, Q, T) weights of the last forward call; row s: step s."""
-        return self._attention_weights
+        check_valid_lens(
+            "state.enc_valid_lens",
+            enc_valid_lens,
+            batch_size,
+            T,
+            like=("state.enc_outputs", enc_outputs),
+        )
 
 
 class Seq2SeqAttentionDecoder(AttentionGRUDecoder):
@@ -301,14 +322,11 @@ class Seq2SeqAttentionDecoder(AttentionGRUDecoder):
     Before each step, the last layer's hidden state (the query) attends over
     the encoder outputs (keys = values); the resulting context is concatenated
     to the token embedding as GRU input. Source padding is masked with the
-    source valid lengths, so pads get weight exactly 0. State, checks and
-    ``forward`` are those of :class:`AttentionGRUDecoder` above.
+    source valid lengths, so pads get weight exactly 0.
 
     Args:
-        vocab_size: V. embed_size: E. num_hiddens: D (must equal the
-            encoder's).
-        num_layers: L (must equal the encoder's). dropout: between GRU layers
-            and on the attention weights.
+        vocab_size: V. embed_size: E. num_hiddens: D and num_layers: L (both
+            the encoder's). dropout: between GRU layers and on the weights.
     """
 
     def __init__(
@@ -332,13 +350,35 @@ class Seq2SeqAttentionDecoder(AttentionGRUDecoder):
         self.dense = nn.Linear(D, vocab_size)
         self.apply(init_seq2seq)
 
+    _state_type = BahdanauState
+
+    def init_state(
+        self,
+        enc_all_outputs: tuple[torch.Tensor, torch.Tensor],
+        enc_valid_lens: torch.Tensor | None = None,
+        *args: Any,
+    ) -> BahdanauState:
+        """:class:`AttentionGRUDecoder`'s state, and the keys W_k h_i
+        (B, T, D): they do not depend on the step, so they are projected
+        once per sequence (Bahdanau et al., 2015, App. A.1.2)."""
+        state = super().init_state(enc_all_outputs, enc_valid_lens)
+        keys = self.attention.project_keys(state.enc_outputs)
+        return BahdanauState(*state, keys)
+
+    def _check_state(self, state: Any, batch_size: int) -> None:
+        """The base class's checks, and projected_keys (B, T, D)."""
+        super()._check_state(state, batch_size)
+        shape = (*state[0].shape[:2], self.num_hiddens)
+        check_shape("state.projected_keys", state[3], shape, "(B, T, D)")
+
     def _decode(
         self,
         embs: torch.Tensor,
         enc_outputs: torch.Tensor,
         hidden: torch.Tensor,
         enc_valid_lens: torch.Tensor | None,
-    ) -> tuple[torch.Tensor, torch.Tensor, AttentionGRUState]:
+        keys: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, BahdanauState]:
         """Embeddings (Q, B, E) -> Y (B, Q, V), weights (B, Q, T), state."""
         outputs, weights = [], []
         # The query of a step is the state the previous step left, so the
@@ -346,7 +386,11 @@ class Seq2SeqAttentionDecoder(AttentionGRUDecoder):
         for emb in embs:  # (B, E)
             query = hidden[-1].unsqueeze(1)  # (B, 1, D)
             context = self.attention(
-                query, enc_outputs, enc_outputs, enc_valid_lens
+                query,
+                enc_outputs,
+                enc_outputs,
+                enc_valid_lens,
+                projected_keys=keys,
             )  # (B, 1, D)
             step_input = torch.cat((context, emb.unsqueeze(1)), dim=-1)
             step_input = step_input.transpose(0, 1)  # (1, B, D + E)
@@ -354,7 +398,7 @@ class Seq2SeqAttentionDecoder(AttentionGRUDecoder):
             outputs.append(output)
             weights.append(self.attention.attention_weights)  # (B, 1, T)
         Y = self.dense(torch.cat(outputs, dim=0)).transpose(0, 1)  # (B, Q, V)
-        state = AttentionGRUState(enc_outputs, hidden, enc_valid_lens)
+        state = BahdanauState(enc_outputs, hidden, enc_valid_lens, keys)
         return Y, torch.cat(weights, dim=1), state
 
 
@@ -375,6 +419,7 @@ def seq2seq_model(
         A freshly initialised ``EncoderDecoder`` on the CPU (seed torch first
         for repeatable weights).
     """
+    check_sizes(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size)
     sizes = settings.model_sizes()
     decoder_class = Seq2SeqAttentionDecoder if attention else Seq2SeqDecoder
     return EncoderDecoder(

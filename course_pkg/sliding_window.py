@@ -23,7 +23,7 @@ import math
 
 import torch
 
-from course_pkg.checks import check_positive_int
+from course_pkg.checks import check_device, check_positive_int
 from course_pkg.efficient_attention import _check_shape
 
 
@@ -54,6 +54,7 @@ def sliding_window_mask(
             f"num_keys must be >= num_queries, got K={num_keys}, "
             f"Q={num_queries}"
         )
+    device = check_device("device", device)
     query_positions = torch.arange(
         num_keys - num_queries, num_keys, device=device
     )[:, None]
@@ -140,6 +141,7 @@ class RollingKVCache:
         ):
             check_positive_int(name, size)
         shape = (batch_size, num_kv_heads, window)
+        device = check_device("device", device)
         self.keys = torch.zeros(*shape, head_width, dtype=dtype, device=device)
         self.values = torch.zeros(
             *shape, value_width, dtype=dtype, device=device

@@ -21,34 +21,49 @@ import zlib
 from collections.abc import Iterable
 from typing import BinaryIO
 
-from course_pkg.checks import check_positive_number
-from course_pkg.data import Pair, normalise
+from course_pkg.checks import check_int, check_path, check_positive_number
+from course_pkg.data import normalise
 from course_pkg.files import write_atomically
 
 FRA_ENG_URL = "http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip"
 FRA_ENG_SHA1 = "94646ad1522d915e7b0f9296181140edcf86a4f5"
 
 
+class TatoebaPairs(list):
+    """The (english, french) pairs :func:`load_tatoeba` read: a list, plus
+    ``dropped``, the number of lines left out because a side was empty."""
+
+    dropped: int = 0
+
+
 def load_tatoeba(
     path: str | os.PathLike, max_examples: int | None = None
-) -> list[Pair]:
+) -> TatoebaPairs:
     """Read tab-separated sentence pairs (English, a tab, French, optionally a tab and an attribution).
 
     Args:
-        path: a UTF-8 text file in the Tatoeba/manythings format, e.g. d2l's ``fra-eng/fra.txt``.
+        path: a UTF-8 text file in the Tatoeba/manythings format, e.g. d2l's ``fra-eng/fra.txt``,
+            as a ``str`` or ``os.PathLike`` (an int file descriptor is refused: the reader would
+            close the caller's descriptor). A leading byte-order mark is dropped (``utf-8-sig``).
         max_examples: keep only the first that many pairs (all if None).
     Returns:
-        (english, french) pairs in the normal form of :func:`course_pkg.data.preprocess_nmt` (single spaces, no
-        spaces at the ends). Blank lines are skipped.
+        A :class:`TatoebaPairs` list of (english, french) pairs in the normal form of
+        :func:`course_pkg.data.preprocess_nmt` (single spaces, no spaces at the ends). Blank
+        lines are skipped. A line whose English or French side is empty after normalisation is
+        dropped, not kept as a pair, and counted in the result's ``dropped``.
     Raises:
+        TypeError: if path is not a str/PathLike, or max_examples not None or an int.
         ValueError: if max_examples is negative or a non-blank line has no tab.
     """
-    if max_examples is not None and max_examples < 0:
-        raise ValueError(
-            f"max_examples must be None or >= 0, got {max_examples}"
-        )
-    pairs: list[Pair] = []
-    with open(path, encoding="utf-8") as lines:
+    check_path("path", path)
+    if max_examples is not None:
+        check_int("max_examples", max_examples)
+        if max_examples < 0:
+            raise ValueError(
+                f"max_examples must be None or >= 0, got {max_examples}"
+            )
+    pairs = TatoebaPairs()
+    with open(path, encoding="utf-8-sig") as lines:
         for line_number, line in enumerate(lines, start=1):
             if max_examples is not None and len(pairs) >= max_examples:
                 break
@@ -60,7 +75,11 @@ def load_tatoeba(
                 raise ValueError(
                     f"{path}, line {line_number}: expected 'english<TAB>french', got {line!r}"
                 )
-            pairs.append((normalise(fields[0]), normalise(fields[1])))
+            english, french = normalise(fields[0]), normalise(fields[1])
+            if not english or not french:
+                pairs.dropped += 1
+                continue
+            pairs.append((english, french))
     return pairs
 
 
@@ -138,7 +157,8 @@ def download_fra_eng(
     Returns:
         Path of the extracted ``<cache_dir>/fra-eng/fra.txt``.
     Raises:
-        TypeError: if sha1 or url is not a str, or timeout not a number.
+        TypeError: if sha1 or url is not a str, timeout not a number, or cache_dir not a
+            str/PathLike.
         ValueError: if sha1 is not 40 hex digits, timeout is not > 0, or the downloaded file's
             sha1 differs from sha1 (nothing is kept).
         urllib.error.URLError, OSError: if the download fails or is cut short (nothing is kept).
@@ -155,6 +175,7 @@ def download_fra_eng(
     if not isinstance(url, str):
         raise TypeError(f"url must be a str, got {type(url).__name__}")
     check_positive_number("timeout", timeout)
+    check_path("cache_dir", cache_dir)
     cache_dir = pathlib.Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
     zip_path = cache_dir / (

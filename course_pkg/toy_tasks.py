@@ -25,7 +25,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_pkg.attention import MultiHeadAttention
-from course_pkg.checks import check_int, check_positive_int, check_token_ids
+from course_pkg.checks import (
+    check_block_sizes,
+    check_cpu_or_on,
+    check_device,
+    check_int,
+    check_module_input,
+    check_positive_int,
+    check_sizes,
+    check_token_ids,
+)
 from course_pkg.device import seed_everything
 from course_pkg.efficient_attention import GroupedQueryAttention
 from course_pkg.long_context import scaled_rotary
@@ -52,6 +61,10 @@ def neighbour_batch(
         (tokens, left, right), each (B, T) long: ``left[:, t]`` is the token
         at t - 1 and ``right[:, t]`` the one at t + 1, cyclically.
     """
+    check_sizes(
+        batch_size=batch_size, vocab_size=vocab_size, num_steps=num_steps
+    )
+    device = check_device("device", device)
     tokens = torch.randint(
         0, vocab_size, (batch_size, num_steps), generator=generator
     ).to(device)
@@ -60,10 +73,8 @@ def neighbour_batch(
 
 class NeighbourReader(nn.Module):
     """One multi-head attention layer, then two V-way classifiers (left and
-    right neighbour).
-
-    The input at each position is [one-hot token; one-hot position], so the
-    attention can find a neighbour by its position.
+    right neighbour). The input at each position is [one-hot token; one-hot
+    position], so the attention can find a neighbour by its position.
 
     Args:
         num_heads: H. vocab_size: V. num_steps: T, the (fixed) length.
@@ -78,6 +89,8 @@ class NeighbourReader(nn.Module):
         num_hiddens: int = 32,
     ):
         super().__init__()
+        check_sizes(vocab_size=vocab_size, num_steps=num_steps)
+        check_block_sizes(num_hiddens, None, num_heads, 0.0)
         self.vocab_size, self.num_steps = vocab_size, num_steps
         in_size = vocab_size + num_steps
         self.attention = MultiHeadAttention(
@@ -90,12 +103,10 @@ class NeighbourReader(nn.Module):
         self.readout = nn.Linear(num_hiddens, 2 * vocab_size)
 
     def features(self, tokens: torch.Tensor) -> torch.Tensor:
-        """The attention's input: tokens (B, T) -> (B, T, V + T) one-hots.
-
-        Raises:
-            TypeError, ValueError: if tokens is not (B, T) ids in [0, V).
-        """
+        """The attention's input: tokens (B, T) ids in [0, V) -> (B, T, V + T)
+        one-hots (TypeError, ValueError on other tokens)."""
         check_token_ids("tokens", tokens, self.vocab_size)
+        check_module_input("tokens", tokens, self)
         if tokens.shape[1] != self.num_steps:
             raise ValueError(
                 f"tokens must have shape (B, {self.num_steps}), "
@@ -111,13 +122,8 @@ class NeighbourReader(nn.Module):
         )
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Scores of the two neighbours.
-
-        Args:
-            tokens: (B, T) ids.
-        Returns:
-            (B, T, 2, V): index 0 scores the left neighbour, 1 the right.
-        """
+        """Scores of the two neighbours: tokens (B, T) -> (B, T, 2, V), index
+        0 scoring the left neighbour, 1 the right."""
         X = self.features(tokens)
         return self.readout(self.attention(X, X, X)).reshape(
             *tokens.shape, 2, self.vocab_size
@@ -141,6 +147,7 @@ def train_neighbour_reader(
     Returns:
         The trained model, on device.
     """
+    check_positive_int("num_heads", num_heads)
 
     def loss_of_a_batch(
         model: NeighbourReader, generator: torch.Generator
@@ -177,6 +184,12 @@ def neighbour_accuracy(
     Returns:
         (left accuracy, right accuracy), each in [0, 1].
     """
+    check_token_ids("tokens", tokens, None)
+    for name, ids in (("left", left), ("right", right)):
+        check_token_ids(name, ids, None)
+    check_cpu_or_on(
+        model.readout.weight.device, tokens=tokens, left=left, right=right
+    )
     device = model.readout.weight.device
     tokens, left, right = (t.to(device) for t in (tokens, left, right))
     with torch.no_grad():
@@ -219,6 +232,8 @@ class CopyBack(nn.Module):
         alibi: bool = False,
     ):
         super().__init__()
+        check_sizes(vocab_size=vocab_size)
+        check_block_sizes(num_hiddens, None, num_heads, 0.0, num_kv_heads)
         self.vocab_size = vocab_size
         self.embedding = nn.Embedding(vocab_size, num_hiddens)
         self.positional = nn.Identity() if positional is None else positional
@@ -240,7 +255,7 @@ class CopyBack(nn.Module):
         Raises:
             TypeError, ValueError: if tokens is not (B, T) ids in [0, V).
         """
-        check_token_ids("tokens", tokens, self.vocab_size)
+        check_token_ids("tokens", tokens, self.embedding)
         X = self.positional(self.embedding(tokens))
         return self.readout(self.attention(X, X, X))
 
@@ -277,6 +292,8 @@ def train_copy_back(
         TypeError: if shift or max_train_len is not an int.
         ValueError: if shift is not in [1, max_train_len - 1].
     """
+    if num_kv_heads is not None:
+        check_positive_int("num_kv_heads", num_kv_heads)
     check_positive_int("max_train_len", max_train_len)
     _check_shift(shift, max_train_len, "max_train_len")
 
@@ -325,6 +342,7 @@ def accuracy_by_position(
         TypeError: if length or shift is not an int.
         ValueError: if shift is not in [1, length - 1].
     """
+    check_int("seed", seed)
     check_positive_int("length", length)
     _check_shift(shift, length, "length")
     tokens = torch.randint(
@@ -435,6 +453,10 @@ def _train(
     """Seed, make the model (on the CPU, then moved to device), then Adam
     (lr 0.01) for num_steps steps; each call of loss_of_a_batch draws a fresh
     batch from a CPU generator seeded data_seed and scores the model on it."""
+    check_positive_int("num_steps", num_steps)
+    check_int("seed", seed)
+    check_int("data_seed", data_seed)
+    device = check_device("device", device)
     seed_everything(seed)
     model = make_model().to(device)
     generator = torch.Generator().manual_seed(data_seed)

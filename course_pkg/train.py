@@ -27,44 +27,62 @@ from torch import nn
 from tqdm import tqdm
 
 from course_pkg.checks import (
+    check_device,
+    check_finite_number,
     check_float_dtype,
+    check_grad_clip,
     check_int,
     check_integer_dtype,
-    check_positive_number,
+    check_logits,
+    check_positive_int,
+    check_probability,
     check_range,
+    check_same_device,
     check_tensor,
+    check_training,
 )
 
 # -------------------------------------------------------------------- the loss
 
 
 def masked_cross_entropy(
-    Y_hat: torch.Tensor, Y: torch.Tensor, pad: int
+    Y_hat: torch.Tensor,
+    Y: torch.Tensor,
+    pad: int,
+    *,
+    label_smoothing: float = 0.0,
 ) -> torch.Tensor:
     """Mean cross-entropy over the target positions that are not padding.
 
-    Equals ``F.cross_entropy(Y_hat.transpose(1, 2), Y, ignore_index=pad)``;
-    written out so the chapter can show where the mask enters. Scores at
-    padding positions do not affect the value or the gradient (as long as they
-    are finite).
+    Equals ``F.cross_entropy(Y_hat.transpose(1, 2), Y, ignore_index=pad,
+    label_smoothing=label_smoothing)``; written out so the chapter can show
+    where the mask enters. Scores at padding positions do not affect the value
+    or the gradient (as long as they are finite).
+
+    With label smoothing eps (Szegedy et al., 2016; Vaswani et al., 2017 use
+    0.1) the target is (1 - eps) on the reference token plus eps / V on every
+    token: per position the loss is
+    (1 - eps) * (-log p_y) + eps * mean_v(-log p_v).
 
     Args:
         Y_hat: (B, T, V) unnormalised scores. Y: (B, T) target ids. pad: the
-            padding id.
+            padding id. label_smoothing: eps in [0, 1).
     Returns:
         Scalar tensor: the sum of -log p(y) over non-pad positions divided by
         their number (0 if none).
     Raises:
         TypeError: if Y_hat or Y is not a tensor, Y_hat is not floating
             point, Y is not integer, or pad is not an int.
-        ValueError: if the shapes are not (B, T, V) and (B, T), or (on the
-            CPU) a non-pad target is outside [0, V).
+        ValueError: if the shapes are not (B, T, V) and (B, T), V = 0, the
+            two are on different devices, or (on the CPU) a non-pad target
+            is outside [0, V).
     """
-    check_tensor("Y_hat", Y_hat, 3, "(B, T, V)")
+    check_logits("Y_hat", Y_hat, 3, "(B, T, V)")
     check_tensor("Y", Y, 2, "(B, T)")
-    check_float_dtype("Y_hat", Y_hat)
     check_integer_dtype("Y", Y)
+    check_same_device(Y_hat=Y_hat, Y=Y)
     check_int("pad", pad)
+    check_probability("label_smoothing", label_smoothing)
     if tuple(Y.shape) != tuple(Y_hat.shape[:2]):
         raise ValueError(
             f"Y must have shape (B, T)={tuple(Y_hat.shape[:2])} to match "
@@ -81,6 +99,9 @@ def masked_cross_entropy(
     # a pad id outside [0, V) (e.g. -100) is gathered as 0, then masked out
     targets = Y.long().masked_fill(~mask, 0).unsqueeze(-1)
     nll = -log_probs.gather(-1, targets).squeeze(-1)  # (B, T)
+    if label_smoothing:
+        uniform = -log_probs.mean(dim=-1)  # (B, T)
+        nll = (1 - label_smoothing) * nll + label_smoothing * uniform
     # where (not a product) so an inf at a pad position cannot turn the sum
     # into NaN
     total = torch.where(mask, nll, torch.zeros_like(nll)).sum()
@@ -119,6 +140,33 @@ def linear_warmup(step: int, warmup_steps: int) -> float:
     return min(step / warmup_steps, 1.0)
 
 
+def warmup_inverse_sqrt(
+    optimizer: torch.optim.Optimizer, num_hiddens: int, warmup_steps: int
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """The learning rate of Vaswani et al. (2017, eq. 3), step by step:
+
+    lr(s) = D^-1/2 * min(s^-1/2, s * warmup_steps^-3/2),  s = 1, 2, ...
+
+    a linear warm-up to D^-1/2 * warmup_steps^-1/2 at s = warmup_steps, then a
+    decay like 1/sqrt(s). The optimizer's own lr must be 1 (it multiplies).
+
+    Args:
+        optimizer: its param groups get the rate. num_hiddens: D.
+        warmup_steps: steps of warm-up, >= 1.
+    Returns:
+        A ``LambdaLR``; call its ``step()`` after every optimizer step (as
+        :func:`train_seq2seq` does with ``scheduler=``).
+    """
+    check_positive_int("num_hiddens", num_hiddens)
+    check_positive_int("warmup_steps", warmup_steps)
+
+    def rate(step: int) -> float:  # LambdaLR counts from 0
+        s = step + 1
+        return num_hiddens**-0.5 * min(s**-0.5, s * warmup_steps**-1.5)
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
+
+
 # -------------------------------------------------------------------- the loop
 
 
@@ -140,6 +188,9 @@ def optimizer_step(
     Returns:
         The loss as a Python float.
     """
+    check_tensor("loss", loss, 0, "()")
+    check_float_dtype("loss", loss)
+    check_grad_clip(grad_clip)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if grad_clip is not None:
@@ -153,25 +204,52 @@ def training_record(
     start: float,
     epoch_loss: list[float],
     step_loss: list[float],
+    num_tokens: int | None = None,
 ) -> dict[str, Any]:
     """End a training run: wait for the device, put the model in eval mode.
 
     Args:
         start: the ``time.perf_counter()`` of the run's start.
         epoch_loss, step_loss: the losses recorded.
+        num_tokens: None, or the (non-pad target) tokens trained on.
     Returns:
-        dict with ``epoch_loss``, ``step_loss`` and ``train_seconds``.
+        dict with ``epoch_loss``, ``step_loss`` and ``train_seconds``, and
+        with num_tokens also ``tokens_per_s`` and ``num_tokens``.
     """
+    check_finite_number("start", start)
     device = _model_device(model)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds = time.perf_counter() - start
     model.eval()
-    return {
+    record = {
         "epoch_loss": epoch_loss,
         "step_loss": step_loss,
         "train_seconds": seconds,
     }
+    if num_tokens is not None:
+        record["tokens_per_s"] = (
+            num_tokens / seconds if seconds > 0 else float("nan")
+        )
+        record["num_tokens"] = num_tokens
+    return record
+
+
+def _pad_and_device(
+    model: nn.Module, tgt_vocab_or_pad: Any, device: Any, bf16: bool
+) -> tuple[int, torch.device]:
+    """:func:`train_seq2seq`'s pad id and device (None: the model's),
+    checked: an int pad, a device that exists, bf16 only on CUDA."""
+    pad = getattr(tgt_vocab_or_pad, "pad", tgt_vocab_or_pad)
+    check_int("tgt_vocab_or_pad (or its .pad)", pad)
+    device = (
+        _model_device(model)
+        if device is None
+        else check_device("device", device)
+    )
+    if bf16 and device.type != "cuda":
+        raise ValueError(f"bf16=True needs a CUDA device, got {device}")
+    return pad, device
 
 
 def train_seq2seq(
@@ -186,57 +264,38 @@ def train_seq2seq(
     progress: bool | None = None,
     *,
     optimizer: torch.optim.Optimizer | None = None,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+    label_smoothing: float = 0.0,
 ) -> dict[str, Any]:
     """Train an encoder–decoder: teacher forcing, Adam, gradient clipping.
 
     Args:
-        model: an ``EncoderDecoder``; ``model(src, tgt_in, src_valid_len)``
-            must return (B, T, V).
-        train_iter: re-iterable over batches ``(src (B, T), src_valid_len (B,),
-            tgt_in (B, T), tgt_out (B, T))``.
+        model: ``model(src, tgt_in, src_valid_len)`` returns (B, T, V).
+        train_iter: re-iterable over batches (src (B, T), src_valid_len (B,),
+            tgt_in (B, T), tgt_out (B, T)).
         lr: Adam's learning rate. num_epochs: passes over train_iter.
-        tgt_vocab_or_pad: the target vocabulary (its ``.pad`` is used) or the
-            pad id itself.
-        device: where to train; the model and every batch are moved there.
-            None: the model's device.
-        grad_clip: maximum global gradient norm, or None for no clipping.
-        bf16: run forward passes under bfloat16 autocast. CUDA only: a CPU bf16
-            autocast is slow on most CPUs and would change the chapters' stored
-            numbers, so it is refused rather than ignored.
-        progress: show a tqdm bar over epochs; None shows it only when stderr
-            is a terminal.
-        optimizer: an optimizer over model's parameters to continue with (e.g.
-            restored by :func:`~course_pkg.checkpoint.load_checkpoint`); None makes a fresh
-            ``Adam(lr=lr)``.
+        tgt_vocab_or_pad: the target vocabulary (its ``.pad``) or the pad id.
+        device: where to train (None: the model's). grad_clip: the largest
+            global gradient norm, or None. bf16: bfloat16 autocast, CUDA only.
+        progress: a tqdm bar over epochs (None: only on a terminal).
+        optimizer: one to continue with; None makes ``Adam(lr=lr)``.
+        scheduler: stepped after every batch (e.g. :func:`warmup_inverse_sqrt`),
+            or None. label_smoothing: eps of :func:`masked_cross_entropy`.
     Returns:
-        dict with ``epoch_loss`` (list, token-weighted mean loss per epoch),
-        ``step_loss`` (list, one per batch), ``train_seconds``,
-        ``tokens_per_s`` (non-pad target tokens per second) and ``num_tokens``.
-        The model is left in eval mode.
+        :func:`training_record`'s dict (``epoch_loss``: token-weighted mean
+        per epoch, ``step_loss``, ``tokens_per_s``, ...); the model is left
+        in eval mode.
     Raises:
-        TypeError: if num_epochs or the pad id is not an int, or lr or
-            grad_clip is not a number.
-        ValueError: if num_epochs < 0, lr or grad_clip is not finite and > 0,
-            or bf16 is asked for off CUDA.
+        TypeError, ValueError: see :func:`~course_pkg.checks.check_training`;
+            ValueError for bf16 off CUDA.
     """
-    check_int("num_epochs", num_epochs)
-    if num_epochs < 0:
-        raise ValueError(f"num_epochs must be >= 0, got {num_epochs}")
-    check_positive_number("lr", lr)
-    if grad_clip is not None:
-        check_positive_number("grad_clip", grad_clip)
-    pad = getattr(tgt_vocab_or_pad, "pad", tgt_vocab_or_pad)
-    check_int("tgt_vocab_or_pad (or its .pad)", pad)
-    device = _model_device(model) if device is None else torch.device(device)
-    if bf16 and device.type != "cuda":
-        raise ValueError(f"bf16=True needs a CUDA device, got {device}")
+    check_training(num_epochs, lr, grad_clip)
+    pad, device = _pad_and_device(model, tgt_vocab_or_pad, device, bf16)
     model.to(device)
     if optimizer is None:
         optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     show = sys.stderr.isatty() if progress is None else progress
-    epoch_loss: list[float] = []
-    step_loss: list[float] = []
-    num_tokens = 0
+    epoch_loss, step_loss, num_tokens = [], [], 0
     model.train()
     start = time.perf_counter()
     for _ in tqdm(range(num_epochs), desc="epochs", disable=not show):
@@ -245,17 +304,15 @@ def train_seq2seq(
             src, src_valid_len, tgt_in, tgt_out = (t.to(device) for t in batch)
             with torch.autocast(device.type, torch.bfloat16, enabled=bf16):
                 Y_hat = model(src, tgt_in, src_valid_len)
-            loss = masked_cross_entropy(Y_hat, tgt_out, pad)
+            loss = masked_cross_entropy(
+                Y_hat, tgt_out, pad, label_smoothing=label_smoothing
+            )
             step_loss.append(optimizer_step(model, optimizer, loss, grad_clip))
+            if scheduler is not None:
+                scheduler.step()
             batch_tokens = int((tgt_out != pad).sum())
             loss_sum += step_loss[-1] * batch_tokens
             epoch_tokens += batch_tokens
         num_tokens += epoch_tokens
         epoch_loss.append(loss_sum / max(epoch_tokens, 1))
-    record = training_record(model, start, epoch_loss, step_loss)
-    seconds = record["train_seconds"]
-    record["tokens_per_s"] = (
-        num_tokens / seconds if seconds > 0 else float("nan")
-    )
-    record["num_tokens"] = num_tokens
-    return record
+    return training_record(model, start, epoch_loss, step_loss, num_tokens)

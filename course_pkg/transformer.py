@@ -26,7 +26,9 @@ import torch
 from torch import nn
 
 from course_pkg.checks import (
-    check_last_dim,
+    check_features,
+    check_sizes,
+    check_source_target,
     check_tensor,
     check_token_ids,
     check_valid_lens,
@@ -126,13 +128,13 @@ class TransformerEncoder(TokenStack, Encoder):
             ValueError: on a wrong rank, ids outside [0, V), T > max_len,
                 lengths outside [0, T].
         """
-        check_token_ids("X", X, self.vocab_size)
+        check_token_ids("X", X, self.embedding)
         if X.shape[1] > self.max_len:
             raise ValueError(
                 f"X must have shape (B, T) with T <= max_len={self.max_len}, "
                 f"got {tuple(X.shape)}"
             )
-        check_valid_lens("valid_lens", valid_lens, X.shape[0], X.shape[1])
+        check_valid_lens("valid_lens", valid_lens, *X.shape, like=("X", X))
         need_weights = _use_weights(self, need_weights)
         # The embedding is scaled up so that the positional signal (values
         # in [-1, 1]) does not swamp it.
@@ -204,21 +206,26 @@ class TransformerDecoder(TokenStack, Decoder):
             A :class:`course_pkg.transformer_blocks.DecoderState` with no
             cache and offset 0.
         Raises:
-            TypeError: if enc_outputs is not a tensor, or enc_valid_lens not
-                an integer tensor.
-            ValueError: if enc_outputs is not (B, T, D) or enc_valid_lens not
-                (B,) in [0, T].
+            TypeError: if enc_outputs is not a float tensor of the model's
+                dtype, or enc_valid_lens not an integer tensor.
+            ValueError: if enc_outputs is not (B, T, D) on the model's
+                device or enc_valid_lens not (B,) in [0, T].
         """
         check_tensor("enc_outputs", enc_outputs, 3, "(B, T, D)")
-        check_last_dim(
+        check_features(
             "enc_outputs",
             enc_outputs,
             self.num_hiddens,
-            f"(B, T, {self.num_hiddens})",
+            self,
+            shape=f"(B, T, {self.num_hiddens})",
         )
         batch_size, num_steps = enc_outputs.shape[:2]
         check_valid_lens(
-            "enc_valid_lens", enc_valid_lens, batch_size, num_steps
+            "enc_valid_lens",
+            enc_valid_lens,
+            batch_size,
+            num_steps,
+            like=("enc_outputs", enc_outputs),
         )
         return DecoderState(
             enc_outputs, enc_valid_lens, (None,) * self.num_blks, 0
@@ -264,14 +271,16 @@ class TransformerDecoder(TokenStack, Decoder):
                 f"state.caches must hold num_blks={self.num_blks} entries, "
                 f"got {len(state.caches)}"
             )
-        check_token_ids("X", X, self.vocab_size)
+        check_token_ids("X", X, self.embedding)
         batch_size = state.enc_outputs.shape[0]
         if X.shape[0] != batch_size:
             raise ValueError(
                 f"X must have shape (B, Q) with B={batch_size} as in the "
                 f"state, got {tuple(X.shape)}"
             )
-        check_valid_lens("tgt_valid_lens", tgt_valid_lens, batch_size, None)
+        check_valid_lens(
+            "tgt_valid_lens", tgt_valid_lens, batch_size, None, like=("X", X)
+        )
         num_seen = state.offset + X.shape[1]
         if num_seen > self.max_len:  # the cached positions come first
             raise ValueError(
@@ -308,6 +317,10 @@ class Transformer(EncoderDecoder):
         num_blks: blocks in each stack. dropout: everywhere.
         use_bias: biases in attention.
         max_len: longest source and target accepted.
+        share_embeddings: the output layer's weight is the decoder's
+            embedding matrix (V, D), one parameter (Press and Wolf, 2017;
+            Vaswani et al., 2017, sec. 3.4; the paper also shares the source
+            embedding, which needs a joint vocabulary).
     Attributes:
         settings: the sizes above, as a :class:`TransformerSettings`.
         encoder: a :class:`TransformerEncoder`.
@@ -326,7 +339,11 @@ class Transformer(EncoderDecoder):
         use_bias: bool = False,
         *,
         max_len: int = 1000,
+        share_embeddings: bool = False,
     ):
+        check_sizes(
+            src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size
+        )
         settings = TransformerSettings(
             num_hiddens=num_hiddens,
             ffn_num_hiddens=ffn_num_hiddens,
@@ -341,6 +358,8 @@ class Transformer(EncoderDecoder):
             TransformerDecoder(tgt_vocab_size, **settings.as_dict()),
         )
         self.settings = settings
+        if share_embeddings:
+            self.decoder.dense.weight = self.decoder.embedding.weight
 
     @classmethod
     def from_settings(
@@ -348,9 +367,16 @@ class Transformer(EncoderDecoder):
         src_vocab_size: int,
         tgt_vocab_size: int,
         settings: TransformerSettings = TransformerSettings(),
+        *,
+        share_embeddings: bool = False,
     ) -> Transformer:
         """A Transformer of the given sizes (default: the chapter's)."""
-        return cls(src_vocab_size, tgt_vocab_size, **settings.as_dict())
+        return cls(
+            src_vocab_size,
+            tgt_vocab_size,
+            **settings.as_dict(),
+            share_embeddings=share_embeddings,
+        )
 
     def forward(
         self,
@@ -370,6 +396,7 @@ class Transformer(EncoderDecoder):
         Returns:
             (B, Q, V) scores.
         """
+        check_source_target(self, enc_X, dec_X, enc_valid_lens)
         enc_outputs = self.encoder(
             enc_X, enc_valid_lens, need_weights=need_weights
         )

@@ -29,7 +29,15 @@ import torch
 from torch import nn
 
 from course_pkg.attention import KVCache, MultiHeadAttention
-from course_pkg.checks import check_last_dim, check_sizes, check_stack_args
+from course_pkg.checks import (
+    check_block_sizes,
+    check_features,
+    check_int,
+    check_probability,
+    check_sizes,
+    check_stack_args,
+    check_valid_lens,
+)
 
 
 def ffn_input_size(
@@ -80,9 +88,10 @@ class PositionWiseFFN(nn.Module):
     def forward(self, X: torch.Tensor) -> torch.Tensor:
         """X (B, T, input_size) -> (B, T, ffn_num_outputs).
 
-        Raises ValueError if X's last dimension is not input_size.
+        Raises TypeError if X is not a float tensor of the model's dtype,
+        ValueError if its last dimension is not input_size.
         """
-        check_last_dim("X", X, self.input_size, f"(..., {self.input_size})")
+        check_features("X", X, self.input_size, self)
         return self.dense2(self.relu(self.dense1(X)))
 
 
@@ -92,18 +101,24 @@ class AddNorm(nn.Module):
     Args:
         norm_shape: the normalised shape, D for a Transformer.
         dropout: on the sublayer output Y.
+    Raises:
+        TypeError/ValueError: if norm_shape is not an int >= 1 (or a tuple of
+            them), or dropout not in [0, 1).
     """
 
     def __init__(self, norm_shape: int | tuple[int, ...], dropout: float):
         super().__init__()
+        _check_norm_args(norm_shape, dropout)
         self.dropout = nn.Dropout(dropout)
         self.ln = nn.LayerNorm(norm_shape)
 
     def forward(self, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
         """X (B, T, D) a sublayer's input, Y (B, T, D) its output -> (B, T, D).
 
-        Raises ValueError if X and Y differ in shape.
+        Raises TypeError if X or Y is not a float tensor of the model's
+        dtype, ValueError if they differ in shape or do not end in norm_shape.
         """
+        _check_residual(X, Y, self)
         if X.shape != Y.shape:
             raise ValueError(
                 "X and Y must have the same shape, "
@@ -132,6 +147,7 @@ class TransformerEncoderBlock(nn.Module):
         use_bias: bool = False,
     ):
         super().__init__()
+        check_block_sizes(num_hiddens, ffn_num_hiddens, num_heads, dropout)
         self.attention = MultiHeadAttention(
             num_hiddens, num_heads, dropout, use_bias
         )
@@ -150,6 +166,7 @@ class TransformerEncoderBlock(nn.Module):
 
         need_weights=False takes the fused attention path.
         """
+        check_features("X", X, self.ffn.input_size, self)
         Y = self.addnorm1(
             X, self.attention(X, X, X, valid_lens, need_weights=need_weights)
         )
@@ -226,10 +243,8 @@ class TransformerDecoderBlock(nn.Module):
 
     Args:
         num_hiddens: D. ffn_num_hiddens: FFN width. num_heads: H.
-        dropout: everywhere.
-        i: this block's index in the decoder, i.e. which entry of
-            ``state.caches`` is its own.
-        use_bias: biases in the attention projections.
+        dropout: everywhere. use_bias: biases in the attention projections.
+        i: this block's index in the decoder (its entry of ``state.caches``).
     Raises:
         ValueError: if num_hiddens is not divisible by num_heads.
     """
@@ -244,6 +259,10 @@ class TransformerDecoderBlock(nn.Module):
         use_bias: bool = False,
     ):
         super().__init__()
+        check_block_sizes(num_hiddens, ffn_num_hiddens, num_heads, dropout)
+        check_int("i", i)
+        if i < 0:
+            raise ValueError(f"i must be a block index >= 0, got {i}")
         self.i = i
         self.attention1 = MultiHeadAttention(
             num_hiddens, num_heads, dropout, use_bias
@@ -264,49 +283,42 @@ class TransformerDecoderBlock(nn.Module):
         tgt_valid_lens: torch.Tensor | None = None,
         need_weights: bool = True,
     ) -> tuple[torch.Tensor, DecoderState]:
-        """Decode Q new positions.
+        """Decode Q new positions: X (B, Q, D) -> (B, Q, D), new state.
 
         Args:
-            X: (B, Q, D) block inputs at the Q new positions.
-            state: from the decoder's ``init_state`` or the previous call
-                (see :class:`DecoderState`); ``state.caches[self.i]`` is this
-                block's.
-            tgt_valid_lens: None or (B,) numbers of real target tokens
-                counted from position 0, at most t.
-            need_weights: keep the attention weights (explicit path) or not
-                (fused path).
-        Returns:
-            (B, Q, D) and a new state whose cache for this block also holds
-            the new positions (the state given is not changed).
+            state: a :class:`DecoderState`; ``state.caches[self.i]`` is this
+                block's (the new state's also holds the new positions).
+            tgt_valid_lens: None or (B,) real target tokens, at most t.
+            need_weights: keep the weights (explicit path) or not (fused).
         """
-        self_kv, cross_kv = self._caches(X, state)
-        Y = self.addnorm1(
-            X,
-            self.attention1.attend(
-                X,
-                self_kv,
-                tgt_valid_lens,
-                causal=True,
-                need_weights=need_weights,
-            ),
-        )
-        Z = self.addnorm2(
-            Y,
-            self.attention2.attend(
-                Y, cross_kv, state.enc_valid_lens, need_weights=need_weights
-            ),
-        )
+        self_kv, cross_kv = self._caches(X, state, tgt_valid_lens)
+        attended = self.attention1.attend(
+            X, self_kv, tgt_valid_lens, causal=True, need_weights=need_weights
+        )  # masked self-attention over the t positions so far
+        Y = self.addnorm1(X, attended)
+        attended = self.attention2.attend(
+            Y, cross_kv, state.enc_valid_lens, need_weights=need_weights
+        )  # cross-attention over the encoder outputs
+        Z = self.addnorm2(Y, attended)
         caches = list(state.caches)
         caches[self.i] = BlockCache(self_kv, cross_kv)
-        return self.addnorm3(Z, self.ffn(Z)), state._replace(
-            caches=tuple(caches)
-        )
+        output = self.addnorm3(Z, self.ffn(Z))  # (B, Q, D)
+        return output, state._replace(caches=tuple(caches))
 
     def _caches(
-        self, X: torch.Tensor, state: DecoderState
+        self,
+        X: torch.Tensor,
+        state: DecoderState,
+        tgt_valid_lens: torch.Tensor | None = None,
     ) -> tuple[KVCache, KVCache]:
         """Self-attention keys/values of the t positions so far (the new X
-        appended) and the cross-attention's projected encoder outputs."""
+        appended) and the cross-attention's projected encoder outputs, once
+        X, state and tgt_valid_lens are checked."""
+        check_features("X", X, self.ffn.input_size, self)
+        _check_state(state, self.i)
+        check_valid_lens(
+            "tgt_valid_lens", tgt_valid_lens, X.shape[0], None, like=("X", X)
+        )
         cache = state.caches[self.i]
         if cache is None:
             enc_outputs = state.enc_outputs
@@ -317,3 +329,36 @@ class TransformerDecoderBlock(nn.Module):
             self.attention1.cache(X, X, past=cache.self_attention),
             cache.cross_attention,
         )
+
+
+def _check_state(state: DecoderState, i: int) -> None:
+    """Refuse a state that is not a DecoderState with a cache entry for
+    block i (TypeError, ValueError), before any computation."""
+    if not isinstance(state, DecoderState):
+        raise TypeError(
+            f"state must be a DecoderState, got {type(state).__name__}"
+        )
+    if not 0 <= i < len(state.caches):
+        raise ValueError(
+            f"state.caches has {len(state.caches)} entries, so block index "
+            f"i={i} is out of range (state from a decoder with fewer blocks?)"
+        )
+
+
+def _check_norm_args(
+    norm_shape: int | tuple[int, ...], dropout: float
+) -> None:
+    """AddNorm's arguments: norm_shape an int >= 1 or a tuple of them,
+    dropout in [0, 1) (TypeError, ValueError)."""
+    shape = norm_shape if isinstance(norm_shape, tuple) else (norm_shape,)
+    check_sizes(**{f"norm_shape[{i}]": n for i, n in enumerate(shape)})
+    check_probability("dropout", dropout)
+
+
+def _check_residual(
+    X: torch.Tensor, Y: torch.Tensor, add_norm: AddNorm
+) -> None:
+    """X and Y: float tensors ending in the norm's shape, of the layer's dtype
+    and on its device (TypeError, ValueError)."""
+    for name, tensor in (("X", X), ("Y", Y)):
+        check_features(name, tensor, add_norm.ln.normalized_shape, add_norm)

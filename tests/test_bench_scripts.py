@@ -42,6 +42,10 @@ RUNS = {
         "--device cpu --threads 1 --epochs 1 --limit 128",
         ["pairs train/val/test 128/128/128", "Bahdanau / GRU seq2seq"],
     ),
+    "recipe.py": (
+        "--device cpu --threads 1 --seeds 1 --epochs 1 --limit 64",
+        ["over 1 seeds: min / mean / max", "| smoothing |", "| warmup |"],
+    ),
     "flash.py": (
         "--device cpu --threads 1 --lengths 64 128 --heads 2 --width 16"
         " --block 32 --warmup 1 --repeats 1",

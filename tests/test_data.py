@@ -620,7 +620,7 @@ def test_vocab_round_trip(corpus):
     assert (
         Vocab(list(reversed(src_tokens))).idx_to_token == vocab.idx_to_token
     )  # order-independent
-    with pytest.raises(IndexError):
+    with pytest.raises(ValueError, match="indices"):
         vocab.to_tokens(len(vocab))
 
 

@@ -383,7 +383,7 @@ def test_other_refusals(monkeypatch):
     _torchrun_environment(monkeypatch)
     with pytest.raises(ValueError, match="device_type must be"):
         data_parallel.setup_process_group("tpu")
-    with pytest.raises(ValueError, match="model must be"):
+    with pytest.raises(ValueError, match="name must be"):
         distributed.build_model("lstm", 10, 10)
     pad, src_size, tgt_size, batches = _batches(1, 4)
     model = _tiny(src_size, tgt_size)

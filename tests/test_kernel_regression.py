@@ -410,7 +410,7 @@ def test_regression_data_device_and_dtype(device):
 
 
 def test_regression_data_refuses_bad_sizes():
-    with pytest.raises(ValueError, match="n_train and n_val"):
+    with pytest.raises(ValueError, match="n_train"):
         make_regression_data(n_train=0)
     with pytest.raises(ValueError, match="noise"):
         make_regression_data(noise=-0.1)

@@ -1,0 +1,191 @@
+"""Benchmark: label smoothing and the warm-up schedule on the course's Transformer, over seeds.
+
+Trains the chapter's Transformer ("Training the Transformer": D = 32, 2 blocks, 4 heads, no
+dropout, 8 epochs, Adam, the same batches) on the course's English–French corpus in three
+recipes, for each seed:
+
+- ``chapter``: the chapter's schedule, lr 0.01 for six epochs, then 0.005 and 0.0025 (with
+  ``--epochs E`` < 8: 0.01 for E - 2 epochs, then the same two halvings);
+- ``smoothing``: the same, with label smoothing eps = 0.1 (Vaswani et al., 2017, sec. 5.4);
+- ``warmup``: the rate of Vaswani et al. eq. 3, D^-1/2 min(s^-1/2, s w^-3/2), with w = 100 steps
+  (one epoch) instead of the paper's 4,000 (it peaks at 0.018 and ends near 0.006).
+
+and prints, per recipe, min / mean / max over the seeds of: test BLEU (greedy decoding), the
+teacher-forced test accuracy of the argmax token, the mean probability the model gives its
+argmax (its confidence), and their difference (confidence - accuracy: 0 for a calibrated model,
+> 0 for an overconfident one). All on non-padding target tokens of the 800 test pairs.
+
+Usage:
+    python bench/recipe.py --device cpu --threads 1            # 10 seeds, 30 trainings
+    python bench/recipe.py --epochs 3     # what the chapter's table reports (about 8 CPU-minutes)
+    python bench/recipe.py --seeds 2 --epochs 1 --limit 128    # a quick check that it runs
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import torch
+
+from course_pkg.corpus import english_french_corpus
+from course_pkg.data import translation_dataloaders
+from course_pkg.decode import translate
+from course_pkg.device import describe_device, seed_everything
+from course_pkg.metrics import corpus_bleu
+from course_pkg.seq2seq import SETTINGS
+from course_pkg.train import train_seq2seq, warmup_inverse_sqrt
+from course_pkg.transformer import Transformer, TransformerSettings
+
+from _common import device_of, parser
+
+CHAPTER_LR = [0.01] * 6 + [0.005, 0.0025]
+RECIPES = ("chapter", "smoothing", "warmup")
+WARMUP_STEPS = 100
+
+
+def chapter_rates(epochs: int) -> list[float]:
+    """The chapter's rate per epoch: constant, then halved twice in the last two epochs (with
+    fewer than 8 epochs the constant part is shorter)."""
+    return (
+        CHAPTER_LR[len(CHAPTER_LR) - epochs :]
+        if epochs > 2
+        else CHAPTER_LR[:epochs]
+    )
+
+
+def train(recipe: str, seed: int, data, epochs: int, device) -> Transformer:
+    """One model of the chapter's size, trained with one recipe."""
+    seed_everything(seed)
+    settings = TransformerSettings()  # the chapter's sizes, dropout 0
+    model = Transformer.from_settings(
+        len(data.src_vocab), len(data.tgt_vocab), settings
+    ).to(device)
+    if recipe == "warmup":
+        optimizer = torch.optim.Adam(model.parameters(), lr=1.0)
+        scheduler = warmup_inverse_sqrt(
+            optimizer, settings.num_hiddens, WARMUP_STEPS
+        )
+        train_seq2seq(
+            model,
+            data.train,
+            1.0,
+            epochs,
+            data.tgt_vocab,
+            device=device,
+            grad_clip=SETTINGS.grad_clip,
+            optimizer=optimizer,
+            scheduler=scheduler,
+        )
+        return model
+    optimizer = torch.optim.Adam(model.parameters(), lr=CHAPTER_LR[0])
+    smoothing = 0.1 if recipe == "smoothing" else 0.0
+    for lr in chapter_rates(epochs):
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        train_seq2seq(
+            model,
+            data.train,
+            lr,
+            1,
+            data.tgt_vocab,
+            device=device,
+            grad_clip=SETTINGS.grad_clip,
+            optimizer=optimizer,
+            label_smoothing=smoothing,
+        )
+    return model
+
+
+@torch.no_grad()
+def calibration(model: Transformer, loader, pad: int) -> tuple[float, float]:
+    """(accuracy of the argmax, mean probability of the argmax) over the non-pad target tokens
+    of loader, teacher-forced."""
+    model.eval()
+    correct = confidence = count = 0.0
+    device = next(model.parameters()).device
+    for batch in loader:
+        src, src_len, tgt_in, tgt_out = (t.to(device) for t in batch)
+        probs = model(src, tgt_in, src_len).softmax(-1)
+        top, argmax = probs.max(-1)
+        mask = tgt_out != pad
+        correct += float((argmax == tgt_out)[mask].sum())
+        confidence += float(top[mask].sum())
+        count += float(mask.sum())
+    return correct / count, confidence / count
+
+
+def main() -> None:
+    options = parser(__doc__, threads=1)
+    options.add_argument(
+        "--seeds", type=int, default=10, help="how many seeds"
+    )
+    options.add_argument(
+        "--first-seed", type=int, default=0, help="seeds first..first+N-1"
+    )
+    options.add_argument("--epochs", type=int, default=len(CHAPTER_LR))
+    options.add_argument(
+        "--limit", type=int, help="first N pairs of each split"
+    )
+    args = options.parse_args()
+    if not 1 <= args.epochs <= len(CHAPTER_LR):
+        options.error(f"--epochs must be in [1, {len(CHAPTER_LR)}]")
+    device = device_of(args)
+    print(describe_device(device))
+    splits = english_french_corpus(seed=0)
+    if args.limit is not None:
+        splits = tuple(split[: args.limit] for split in splits)
+    test_src = [src for src, _ in splits[2]]
+    test_ref = [tgt.split() for _, tgt in splits[2]]
+    print(
+        f"pairs train/val/test {'/'.join(str(len(s)) for s in splits)}, "
+        f"{args.epochs} epochs, seeds {args.first_seed}-{args.first_seed + args.seeds - 1}"
+    )
+    rows: dict[str, list[tuple[float, float, float, float]]] = {
+        r: [] for r in RECIPES
+    }
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
+        for recipe in RECIPES:
+            data = translation_dataloaders(
+                splits,
+                SETTINGS.batch_size,
+                SETTINGS.num_steps,
+                device=device,
+                seed=SETTINGS.seed,
+            )  # the same batches in the same order for every run
+            model = train(recipe, seed, data, args.epochs, device)
+            hypotheses = translate(
+                model,
+                test_src,
+                data.src_vocab,
+                data.tgt_vocab,
+                SETTINGS.num_steps,
+                device=device,
+            )
+            accuracy, confidence = calibration(
+                model, data.test, data.tgt_vocab.pad
+            )
+            bleu = corpus_bleu(hypotheses, test_ref)
+            rows[recipe].append(
+                (100 * bleu, accuracy, confidence, confidence - accuracy)
+            )
+            print(
+                f"seed {seed} {recipe:<9} BLEU {100 * bleu:5.1f} accuracy "
+                f"{accuracy:.4f} confidence {confidence:.4f}",
+                flush=True,
+            )
+    names = ("test BLEU", "accuracy", "confidence", "conf. - acc.")
+    print(f"\nover {args.seeds} seeds: min / mean / max")
+    print("| recipe | " + " | ".join(names) + " |")
+    print("|---" * (len(names) + 1) + "|")
+    for recipe, values in rows.items():
+        cells = []
+        for column, digits in zip(zip(*values), (1, 4, 4, 4)):
+            low, mean, high = min(column), statistics.mean(column), max(column)
+            cells.append(
+                f"{low:.{digits}f} / {mean:.{digits}f} / {high:.{digits}f}"
+            )
+        print(f"| {recipe} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()

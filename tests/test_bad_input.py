@@ -1,0 +1,1310 @@
+"""Every public callable of course_pkg under bad input (issue 31).
+
+The callables are discovered, not listed: every module's ``__all__`` (or its
+public functions and classes), every public class's constructor and every
+public method it defines (``forward`` included). Each gets one valid call: a
+parameter with a default keeps it, a size or a number is made up from its
+name and annotation (:data:`SIZES`), and what cannot be made up (tensors,
+models, vocabularies) comes from :data:`EXAMPLES`. A new callable is swept
+without editing this file when its arguments can be made up; otherwise
+``test_every_public_callable_has_a_valid_call`` fails and names it.
+
+From each parameter's annotation and its valid value come the bad values
+(:func:`bad_values`): a list for a tensor, an integer tensor for a float one,
+a float, uint8 or int16 tensor for ids, the tensor on ``meta`` next to
+others on the CPU, NaN and inf for a float, a float and a bool for an int,
+zero and a negative size, a device that does not exist, an int file
+descriptor for a path, a str for a list of sentences, a non-callable for a
+function. Each call must raise TypeError or ValueError whose message names
+the parameter, and leave the other arguments, the model's parameters, the
+files and every random generator as they were.
+
+The deliberate exceptions are written down, each with its reason:
+:data:`NOT_SWEPT` (callables) and :data:`ACCEPTED` (cases that are not
+refused, asserted to run without error).
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import inspect
+import math
+import os
+import pkgutil
+import random
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import course_pkg
+from course_pkg import (
+    attention,
+    bert,
+    data,
+    efficient_attention,
+    gpt,
+    kernel_regression,
+    lm_variants,
+    luong,
+    modern_block,
+    positional,
+    rotary,
+    seq2seq,
+    toy_tasks,
+    transformer,
+    transformer_blocks,
+)
+from course_pkg.train import masked_cross_entropy
+
+# ------------------------------------------------------------- discovery
+
+
+def _public_names(module) -> list[str]:
+    names = getattr(module, "__all__", None)
+    if names is not None:
+        return list(names)
+    return [
+        name
+        for name, obj in vars(module).items()
+        if not name.startswith("_")
+        and (inspect.isfunction(obj) or inspect.isclass(obj))
+        and obj.__module__ == module.__name__
+    ]
+
+
+def public_callables() -> dict[str, Any]:
+    """``"module.name"`` -> function or class, ``"module.Class.method"`` ->
+    (class, method name), for every public callable of course_pkg."""
+    found: dict[str, Any] = {}
+    infos = pkgutil.walk_packages(course_pkg.__path__, "course_pkg.")
+    for info in sorted(infos, key=lambda info: info.name):
+        module = importlib.import_module(info.name)
+        short = info.name.removeprefix("course_pkg.")
+        for name in _public_names(module):
+            obj = getattr(module, name)
+            key = f"{short}.{name}"
+            found[key] = obj
+            if not inspect.isclass(obj):
+                continue
+            # its public methods, inherited ones from course_pkg included
+            for klass in reversed(obj.__mro__):
+                if not klass.__module__.startswith("course_pkg"):
+                    continue
+                for method, function in vars(klass).items():
+                    if not method.startswith("_") and inspect.isfunction(
+                        function
+                    ):
+                        found[f"{key}.{method}"] = (obj, method)
+    return found
+
+
+# Callables the sweep leaves out, each with its reason.
+NOT_SWEPT = {
+    "checks": "the validators themselves: refusing their argument "
+    "is their job; every case below goes through them",
+    "flash.check_flash_inputs": "a validator, as those of checks",
+    "kernels.flash_triton": "Triton kernels: they run on a CUDA GPU only "
+    "(tests/test_flash_triton.py checks check_kernel_inputs, which runs "
+    "before any launch, on the Triton interpreter)",
+    "data_parallel.setup_process_group": "joins a torch.distributed process "
+    "group (needs torchrun's environment); tested in test_distributed",
+    "data_parallel.process_group": "the same, as a context manager",
+    "data_parallel.teardown_process_group": "no arguments",
+    "data_parallel.free_port": "no arguments",
+    "data_parallel.broadcast_parameters": "needs a process group",
+    "data_parallel.all_reduce_gradients": "needs a process group",
+    "distributed.main": "the torchrun entry point: argv goes to argparse, "
+    "which reports bad options itself (SystemExit)",
+    "distributed.parse_args": "argparse (SystemExit on bad options)",
+    "distributed.train_data_parallel": "its args come from parse_args",
+    "device.get_device": "no arguments; COURSE_DEVICE is tested in "
+    "test_device_that_does_not_exist_is_refused below",
+    "files.cache_dir": "no arguments",
+    "scoring.ScoredAttention": "abstract: its subclasses are swept",
+    "encoder_decoder.Encoder": "abstract interface",
+    "encoder_decoder.Decoder": "abstract interface",
+    "seq2seq.AttentionGRUDecoder": "abstract: its subclasses are swept",
+    "scoring.AdditiveAttention.scores": "the scoring rule alone, as the book "
+    "prints it: forward checks the inputs (check_attention_inputs), then "
+    "calls it; swept through forward",
+    "scoring.LuongAttention.scores": "the same",
+    "scoring.AdditiveAttention.project_keys": "the keys' projection, done "
+    "once per sequence by forward (and the decoders) after their checks",
+    "scoring.LuongAttention.project_keys": "the same",
+}
+
+# A parameter whose message names the role of the bad value instead: the
+# sizes of check_gru_sizes(*sizes) are named vocab_size, embed_size, ...
+ALIASES = {("gru.check_gru_sizes", "sizes"): "vocab_size"}
+
+# NamedTuples and frozen dataclasses that only carry results or states: the
+# function that reads one checks its fields (a state by the decoder, a
+# record is built by the package itself).
+RECORD_BASES = (tuple,)
+
+
+def _is_record(obj: Any) -> bool:
+    return inspect.isclass(obj) and (
+        issubclass(obj, RECORD_BASES) or hasattr(obj, "__dataclass_fields__")
+    )
+
+
+def _swept(key: str, obj: Any) -> bool:
+    if any(key == k or key.startswith(k + ".") for k in NOT_SWEPT):
+        return False
+    owner = obj[0] if isinstance(obj, tuple) else obj
+    return not _is_record(owner)
+
+
+# ------------------------------------------------------------- valid calls
+
+# Made-up values of sizes and numbers, by parameter name (default 2 / 1.0).
+SIZES = {
+    "num_hiddens": 8,
+    "num_heads": 2,
+    "ffn_num_hiddens": 16,
+    "ffn_num_outputs": 8,
+    "vocab_size": 11,
+    "src_vocab_size": 11,
+    "tgt_vocab_size": 11,
+    "num_blks": 1,
+    "num_layers": 1,
+    "embed_size": 4,
+    "num_classes": 3,
+    "head_width": 4,
+    "norm_shape": 8,
+    "input_size": 8,
+    "query_size": 8,
+    "key_size": 8,
+    "i": 0,
+    "max_len": 16,
+}
+NUMBERS = {"dropout": 0.0}
+
+TMP = tempfile.mkdtemp(prefix="bad_input_")
+atexit.register(shutil.rmtree, TMP, ignore_errors=True)
+TATOEBA = os.path.join(TMP, "fra.txt")
+with open(TATOEBA, "w", encoding="utf-8") as _file:
+    _file.write("go .\tva !\nhi .\tsalut .\n")
+CHECKPOINT = os.path.join(TMP, "model.pt")
+
+
+def _float(*shape: int) -> torch.Tensor:
+    return torch.arange(math.prod(shape), dtype=torch.float32).reshape(
+        shape
+    ) / (math.prod(shape) + 1)
+
+
+def _ids(batch: int = 2, steps: int = 3, vocab: int = 11) -> torch.Tensor:
+    return (torch.arange(batch * steps) % (vocab - 4) + 4).reshape(
+        batch, steps
+    )
+
+
+def _lens(*values: int) -> torch.Tensor:
+    return torch.tensor(values)
+
+
+def _vocab() -> data.Vocab:
+    return data.Vocab([["a", "b", "c", "d", "e", "f", "g"]])
+
+
+def _seq2seq() -> nn.Module:
+    return seq2seq.seq2seq_model(
+        False, 11, 11, seq2seq.Seq2SeqSettings(4, 8, 1, 0.0)
+    )
+
+
+def _transformer() -> nn.Module:
+    return transformer.Transformer(11, 11, 8, 16, 2, 1, 0.0)
+
+
+def _gpt() -> gpt.GPT:
+    return gpt.GPT(11, 8, 16, 2, 1, 0.0, max_len=16)
+
+
+def _decoder_state() -> transformer_blocks.DecoderState:
+    return transformer_blocks.DecoderState(
+        _float(2, 4, 8), _lens(4, 2), (None,), 0
+    )
+
+
+FLASH = dict(
+    queries=_float(2, 2, 3, 4),
+    keys=_float(2, 2, 4, 4),
+    values=_float(2, 2, 4, 4),
+    valid_lens=_lens(4, 2),
+    block_q=2,
+    block_k=2,
+)
+QKV = dict(
+    queries=_float(2, 3, 8), keys=_float(2, 4, 8), values=_float(2, 4, 8)
+)
+
+# Valid arguments of what cannot be made up: "key" -> () -> {name: value}.
+# For a method, the instance is built from its class's valid call unless
+# INSTANCES gives it.
+EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
+    "attention.transpose_qkv": lambda: dict(X=_float(2, 3, 8), num_heads=2),
+    "attention.transpose_output": lambda: dict(X=_float(4, 3, 4), num_heads=2),
+    "attention.MultiHeadAttention.forward": lambda: dict(
+        QKV, valid_lens=_lens(4, 2)
+    ),
+    "attention.MultiHeadAttention.cache": lambda: dict(
+        keys=_float(2, 4, 8), values=_float(2, 4, 8)
+    ),
+    "attention.MultiHeadAttention.attend": lambda: dict(
+        queries=_float(2, 3, 8),
+        cache=attention.KVCache(_float(2, 4, 8), _float(2, 4, 8)),
+        valid_lens=_lens(4, 2),
+    ),
+    "attention.copy_weights_from_torch": lambda: dict(
+        ours=attention.MultiHeadAttention(8, 2, bias=True),
+        theirs=nn.MultiheadAttention(8, 2, batch_first=True),
+    ),
+    "scoring.AdditiveAttention.forward": lambda: dict(
+        QKV, valid_lens=_lens(4, 2)
+    ),
+    "scoring.AdditiveAttention.scores": lambda: dict(
+        queries=QKV["queries"], keys=QKV["keys"]
+    ),
+    "scoring.DotProductAttention.forward": lambda: dict(
+        QKV, valid_lens=_lens(4, 2)
+    ),
+    "scoring.LuongAttention": lambda: dict(
+        score="general", query_size=8, key_size=8
+    ),
+    "scoring.LuongAttention.forward": lambda: dict(
+        QKV, valid_lens=_lens(4, 2)
+    ),
+    "scoring.LuongAttention.scores": lambda: dict(
+        queries=QKV["queries"], keys=QKV["keys"]
+    ),
+    "scoring.fused_attention": lambda: dict(
+        QKV, valid_lens=_lens(4, 2), causal=False, dropout_p=0.0
+    ),
+    "masks.sequence_mask": lambda: dict(valid_lens=_lens(3, 1), max_len=4),
+    "masks.causal_mask": lambda: dict(num_queries=3, num_keys=4),
+    "masks.attention_mask": lambda: dict(
+        valid_lens=_lens(3, 1),
+        num_queries=2,
+        num_keys=4,
+        causal=True,
+        device=torch.device("cpu"),
+    ),
+    "masks.masked_softmax": lambda: dict(
+        X=_float(2, 3, 4), valid_lens=_lens(3, 1)
+    ),
+    "masks.hide_unseen": lambda: dict(
+        X=_float(2, 3, 4), mask=torch.ones(2, 3, 4, dtype=torch.bool)
+    ),
+    "positional.PositionalEncoding.forward": lambda: dict(X=_float(2, 3, 8)),
+    "positional.LearnedPositionalEncoding.forward": lambda: dict(
+        X=_float(2, 3, 8)
+    ),
+    "rotary.RotaryEmbedding.forward": lambda: dict(X=_float(2, 2, 3, 4)),
+    "rotary.RotaryEmbedding.angles": lambda: dict(positions=torch.arange(3)),
+    "transformer_blocks.PositionWiseFFN.forward": lambda: dict(
+        X=_float(2, 3, 8)
+    ),
+    "transformer_blocks.AddNorm.forward": lambda: dict(
+        X=_float(2, 3, 8), Y=_float(2, 3, 8)
+    ),
+    "transformer_blocks.TransformerEncoderBlock.forward": lambda: dict(
+        X=_float(2, 3, 8), valid_lens=_lens(3, 1)
+    ),
+    "transformer_blocks.TransformerDecoderBlock.forward": lambda: dict(
+        X=_float(2, 3, 8), state=_decoder_state()
+    ),
+    "transformer_blocks.TokenStack": lambda: dict(
+        sizes=(11, 8, 16, 2, 1), dropout=0.0, max_len=16
+    ),
+    "transformer.TransformerEncoder.forward": lambda: dict(
+        X=_ids(), valid_lens=_lens(3, 1)
+    ),
+    "transformer.TransformerDecoder.forward": lambda: dict(
+        X=_ids(), state=_decoder_state()
+    ),
+    "transformer.TransformerDecoder.init_state": lambda: dict(
+        enc_outputs=_float(2, 4, 8), enc_valid_lens=_lens(4, 2)
+    ),
+    "transformer.Transformer.forward": lambda: dict(
+        enc_X=_ids(), dec_X=_ids(), enc_valid_lens=_lens(3, 1)
+    ),
+    "efficient_attention.blockwise_attention": lambda: dict(
+        queries=_float(2, 2, 3, 4),
+        keys=_float(2, 2, 4, 4),
+        values=_float(2, 2, 4, 4),
+        block_size=2,
+        valid_lens=_lens(4, 2),
+    ),
+    "efficient_attention.GroupedQueryAttention.forward": lambda: dict(
+        QKV, valid_lens=_lens(4, 2)
+    ),
+    "efficient_attention.GroupedQueryAttention.cache": lambda: dict(
+        keys=_float(2, 4, 8), values=_float(2, 4, 8)
+    ),
+    "efficient_attention.GroupedQueryAttention.attend": lambda: dict(
+        queries=_float(2, 3, 8),
+        cache=INSTANCES["efficient_attention.GroupedQueryAttention"]().cache(
+            _float(2, 4, 8), _float(2, 4, 8)
+        ),
+        valid_lens=_lens(4, 2),
+    ),
+    "efficient_attention.GroupedQueryAttention.kv_cache_numel": lambda: dict(
+        batch_size=2, num_steps=3
+    ),
+    "modern_block.RMSNorm.forward": lambda: dict(X=_float(2, 3, 8)),
+    "modern_block.SwiGLUFFN.forward": lambda: dict(X=_float(2, 3, 8)),
+    "modern_block.check_block_options": lambda: dict(norm="layer", ffn="relu"),
+    "modern_block.PreNormEncoderBlock.forward": lambda: dict(
+        X=_float(2, 3, 8), valid_lens=_lens(3, 1)
+    ),
+    "kernel_regression.gaussian": lambda: dict(u=_float(5)),
+    "kernel_regression.boxcar": lambda: dict(u=_float(5)),
+    "kernel_regression.constant": lambda: dict(u=_float(5)),
+    "kernel_regression.epanechnikov": lambda: dict(u=_float(5)),
+    "kernel_regression.target_function": lambda: dict(x=_float(5)),
+    "kernel_regression.leave_one_out": lambda: dict(x=_float(5)),
+    "kernel_regression.nadaraya_watson": lambda: dict(
+        x_train=_float(5), y_train=_float(5), x_query=_float(3)
+    ),
+    "kernel_regression.NWKernelRegression.forward": lambda: dict(
+        queries=_float(3), keys=_float(5), values=_float(5)
+    ),
+    "kernel_regression.train_nw_regression": lambda: dict(
+        model=kernel_regression.NWKernelRegression(),
+        x_train=_float(5),
+        y_train=_float(5),
+        num_epochs=1,
+        lr=0.1,
+    ),
+    "seq2seq.Seq2SeqEncoder.forward": lambda: dict(X=_ids()),
+    "seq2seq.Seq2SeqDecoder.forward": lambda: dict(
+        X=_ids(), state=seq2seq.GRUState(_float(1, 2, 8), _float(1, 2, 8))
+    ),
+    "seq2seq.Seq2SeqDecoder.init_state": lambda: dict(
+        enc_all_outputs=(_float(3, 2, 8), _float(1, 2, 8))
+    ),
+    "seq2seq.Seq2SeqAttentionDecoder.forward": lambda: dict(
+        X=_ids(),
+        state=seq2seq.AttentionGRUState(
+            _float(2, 4, 8), _float(1, 2, 8), _lens(4, 2)
+        ),
+    ),
+    "seq2seq.Seq2SeqAttentionDecoder.init_state": lambda: dict(
+        enc_all_outputs=(_float(4, 2, 8), _float(1, 2, 8)),
+        enc_valid_lens=_lens(4, 2),
+    ),
+    "seq2seq.seq2seq_model": lambda: dict(
+        attention=False,
+        src_vocab_size=11,
+        tgt_vocab_size=11,
+        settings=seq2seq.Seq2SeqSettings(4, 8, 1, 0.0),
+    ),
+    "luong.LuongAttentionDecoder.forward": lambda: dict(
+        X=_ids(),
+        state=INSTANCES["luong.LuongAttentionDecoder"]().init_state(
+            (_float(4, 2, 8), _float(1, 2, 8)), _lens(4, 2)
+        ),
+    ),
+    "luong.LuongAttentionDecoder.init_state": lambda: dict(
+        enc_all_outputs=(_float(4, 2, 8), _float(1, 2, 8)),
+        enc_valid_lens=_lens(4, 2),
+    ),
+    "luong.luong_model": lambda: dict(
+        src_vocab_size=11,
+        tgt_vocab_size=11,
+        settings=seq2seq.Seq2SeqSettings(4, 8, 1, 0.0),
+    ),
+    "encoder_decoder.EncoderDecoder": lambda: dict(
+        encoder=_seq2seq().encoder, decoder=_seq2seq().decoder
+    ),
+    "encoder_decoder.EncoderDecoder.forward": lambda: dict(
+        enc_X=_ids(), dec_X=_ids()
+    ),
+    "gru.init_seq2seq": lambda: dict(module=nn.Linear(2, 2)),
+    "gru.check_gru_sizes": lambda: dict(sizes=(2, 3), dropout=0.0),
+    "train.masked_cross_entropy": lambda: dict(
+        Y_hat=_float(2, 3, 11), Y=_ids(), pad=0
+    ),
+    "train.optimizer_step": lambda: _optimizer_step(),
+    "train.training_record": lambda: dict(
+        model=nn.Linear(2, 2), start=0.0, epoch_loss=[1.0], step_loss=[1.0]
+    ),
+    "train.train_seq2seq": lambda: dict(
+        model=_seq2seq(),
+        train_iter=[(_ids(), _lens(3, 2), _ids(), _ids())],
+        lr=0.01,
+        num_epochs=1,
+        tgt_vocab_or_pad=0,
+        progress=False,
+    ),
+    "decode.cut_at_eos": lambda: dict(tokens=[4, 2, 5], eos=2),
+    "decode.greedy_decode": lambda: dict(
+        model=_transformer(),
+        src=_ids(),
+        src_valid_len=_lens(3, 1),
+        bos=1,
+        eos=2,
+        num_steps=3,
+    ),
+    "decode.sequence_log_prob": lambda: dict(
+        model=_transformer(),
+        src=_ids(),
+        src_valid_len=_lens(3, 1),
+        tokens=_ids(),
+        bos=1,
+        eos=2,
+    ),
+    "decode.beam_search": lambda: dict(
+        model=_transformer(),
+        src=_ids(),
+        src_valid_len=_lens(3, 1),
+        bos=1,
+        eos=2,
+        num_steps=3,
+        beam_size=2,
+    ),
+    "decode.translate": lambda: dict(
+        model=_transformer(),
+        sentences=["a b"],
+        src_vocab=_vocab(),
+        tgt_vocab=_vocab(),
+        num_steps=3,
+    ),
+    "data.preprocess_nmt": lambda: dict(text="Go."),
+    "data.normalise": lambda: dict(text="Go."),
+    "data.tokenize": lambda: dict(sentence="go ."),
+    "data.tokenize_pairs": lambda: dict(pairs=[("go .", "va !")]),
+    "data.corpus_stats": lambda: dict(pairs=[("go .", "va !")]),
+    "data.Vocab.to_tokens": lambda: dict(indices=[4, 5]),
+    "data.truncate_pad": lambda: dict(ids=[4, 5], num_steps=3, pad=0),
+    "data.source_array": lambda: dict(
+        sentences=["a b"], src_vocab=_vocab(), num_steps=3
+    ),
+    "data.build_arrays": lambda: dict(
+        pairs=[("a b", "c d")],
+        src_vocab=_vocab(),
+        tgt_vocab=_vocab(),
+        num_steps=3,
+    ),
+    "data.translation_dataloaders": lambda: dict(
+        splits=([("a b", "c d")],) * 3, batch_size=2, num_steps=3
+    ),
+    "tatoeba.load_tatoeba": lambda: dict(path=TATOEBA),
+    "tatoeba.download_fra_eng": lambda: dict(
+        cache_dir=TMP, url="file:///nonexistent"
+    ),
+    "files.write_atomically": lambda: dict(
+        path=os.path.join(TMP, "out.bin"),
+        write=lambda handle: handle.write(b"x"),
+    ),
+    "files.cached_json": lambda: dict(name="x", key="k", compute=lambda: 1),
+    "metrics.bleu": lambda: dict(
+        pred_tokens="a b c d", label_tokens="a b c d"
+    ),
+    "metrics.corpus_bleu": lambda: dict(
+        hypotheses=["a b"], references=["a b"]
+    ),
+    "device.describe_device": lambda: dict(device="cpu"),
+    "cost.sequential_depth": lambda: dict(
+        output=_float(2, 2).requires_grad_().sum()
+    ),
+    "cost.count_flops": lambda: dict(fn=lambda: _float(2, 2) @ _float(2, 2)),
+    "cost.call_seconds": lambda: dict(fn=lambda: None, repeats=1),
+    "cost.fastest_seconds": lambda: dict(fn=lambda: None, repeats=1),
+    "cost.median_seconds": lambda: dict(fn=lambda: None, repeats=1),
+    "memory.peak_memory": lambda: dict(fn=lambda: None),
+    "toy_tasks.neighbour_batch": lambda: dict(
+        batch_size=2, generator=torch.Generator().manual_seed(0)
+    ),
+    "toy_tasks.NeighbourReader.forward": lambda: dict(
+        tokens=_ids(2, 8, 8) % 8
+    ),
+    "toy_tasks.NeighbourReader.features": lambda: dict(
+        tokens=_ids(2, 8, 8) % 8
+    ),
+    "toy_tasks.neighbour_accuracy": lambda: dict(
+        model=toy_tasks.NeighbourReader(2),
+        tokens=_ids(2, 8, 8) % 8,
+        left=_ids(2, 8, 8) % 8,
+        right=_ids(2, 8, 8) % 8,
+    ),
+    "toy_tasks.CopyBack": lambda: dict(positional=None),
+    "toy_tasks.CopyBack.forward": lambda: dict(tokens=_ids(2, 4, 10)),
+    "toy_tasks.train_neighbour_reader": lambda: dict(num_heads=1, num_steps=1),
+    "toy_tasks.train_copy_back": lambda: dict(
+        positional=None, num_steps=1, max_train_len=4
+    ),
+    "toy_tasks.accuracy_by_position": lambda: dict(
+        model=toy_tasks.CopyBack(None), length=4
+    ),
+    "gpt.GPTBlock.forward": lambda: dict(X=_float(2, 3, 8)),
+    "gpt.GPT.forward": lambda: dict(X=_ids()),
+    "gpt.next_token_probs": lambda: dict(logits=_float(2, 11)),
+    "gpt.generate": lambda: dict(
+        model=_gpt(), prompt=_ids(), max_new_tokens=2
+    ),
+    "lm_variants.VariantBlock.forward": lambda: dict(X=_float(2, 3, 8)),
+    "lm_variants.VariantGPT.forward": lambda: dict(X=_ids()),
+    "lm_variants.VariantGPT.kv_cache_numel": lambda: dict(
+        batch_size=2, num_steps=3
+    ),
+    "lm_variants.check_placement": lambda: dict(placement="post"),
+    "lm_translation.translation_lm_vocab": lambda: dict(
+        pairs=[("a b", "c d")]
+    ),
+    "lm_translation.prompt_ids": lambda: dict(
+        sentence="a b", vocab=_lm_vocab()
+    ),
+    "lm_translation.translation_lm_arrays": lambda: dict(
+        pairs=[("a b", "c d")], vocab=_lm_vocab(), num_steps=8
+    ),
+    "lm_translation.translation_lm_loader": lambda: dict(
+        pairs=[("a b", "c d")], vocab=_lm_vocab(), batch_size=2, num_steps=8
+    ),
+    "lm_translation.train_lm": lambda: dict(
+        model=gpt.GPT(len(_lm_vocab()), 8, 16, 2, 1, 0.0, max_len=16),
+        batches=[(_ids(2, 3, len(_lm_vocab())), _ids(2, 3, len(_lm_vocab())))],
+        lr_per_epoch=[0.01],
+        pad=0,
+    ),
+    "lm_translation.translate_lm": lambda: dict(
+        model=gpt.GPT(len(_lm_vocab()), 8, 16, 2, 1, 0.0, max_len=16),
+        sentences=["a b"],
+        vocab=_lm_vocab(),
+        max_new_tokens=2,
+    ),
+    "bert.mask_tokens": lambda: dict(
+        tokens=_ids(),
+        valid_lens=_lens(3, 2),
+        mask_id=4,
+        vocab_size=11,
+        num_special=5,
+        generator=torch.Generator().manual_seed(0),
+    ),
+    "bert.BERTEncoder.forward": lambda: dict(
+        tokens=_ids(), segments=_ids() % 2, valid_lens=_lens(3, 2)
+    ),
+    "bert.BERTModel.forward": lambda: dict(
+        tokens=_ids(), segments=_ids() % 2, valid_lens=_lens(3, 2)
+    ),
+    "bert.BERTClassifier": lambda: dict(
+        encoder=_bert_encoder(), num_classes=3
+    ),
+    "bert.BERTClassifier.forward": lambda: dict(
+        tokens=_ids(), segments=_ids() % 2, valid_lens=_lens(3, 2)
+    ),
+    "bert.MaskLM.forward": lambda: dict(X=_float(2, 3, 8)),
+    "bert.CLSClassifier.forward": lambda: dict(X=_float(2, 3, 8)),
+    "bert.mean_over_valid": lambda: dict(
+        encoded=_float(2, 3, 8), valid_lens=_lens(3, 2)
+    ),
+    "bert_data.bert_vocab": lambda: dict(sentences=["a b", "c d"]),
+    "bert_data.encode_sentences": lambda: dict(
+        vocab=_bert_vocab(), sentences=["a b"], num_steps=5
+    ),
+    "bert_data.add_second_segment": lambda: dict(
+        first=_ids(2, 4),
+        first_lens=_lens(3, 2),
+        seconds=[[4], [5]],
+        sep_id=3,
+        pad_id=0,
+        num_steps=6,
+    ),
+    "bert_data.translation_pairs": lambda: dict(
+        num_pairs=2, generator=torch.Generator().manual_seed(0)
+    ),
+    "bert_data.label_dataset": lambda: dict(
+        vocab=_bert_vocab(),
+        rows=[("a", "b", "c", "d")],
+        num_steps=6,
+        task="frame",
+    ),
+    "bert_experiment.new_bert": lambda: dict(
+        vocab_size=11, settings=_bert_settings(), seed=0
+    ),
+    "bert_experiment.mean_outputs": lambda: dict(
+        encoder=_bert_encoder(),
+        tokens=_ids(),
+        segments=_ids() % 2,
+        valid_lens=_lens(3, 2),
+    ),
+    "bert_experiment.fit_linear_classifier": lambda: dict(
+        X=_float(4, 3), y=torch.tensor([0, 1, 2, 0]), num_classes=3, l2=0.01
+    ),
+    "pretrain.fine_tune": lambda: dict(
+        classifier=bert.BERTClassifier(_bert_encoder(), 3),
+        tokens=_ids(),
+        segments=_ids() % 2,
+        valid_lens=_lens(3, 2),
+        labels=torch.tensor([0, 1]),
+        settings=_bert_settings(),
+    ),
+    "pretrain.predict": lambda: dict(
+        classifier=bert.BERTClassifier(_bert_encoder(), 3),
+        tokens=_ids(),
+        segments=_ids() % 2,
+        valid_lens=_lens(3, 2),
+    ),
+    "plotting.show_heatmaps": lambda: dict(
+        matrices=_float(1, 1, 2, 3), xlabel="keys", ylabel="queries"
+    ),
+    "plotting.plot_lines": lambda: dict(
+        x=[0, 1], ys=[[0, 1]], xlabel="x", ylabel="y"
+    ),
+    "attention_reading.gradient_x_input": lambda: _gradient_x_input(),
+    "attention_reading.compare_rankings": lambda: dict(
+        first=_float(2, 3, 4),
+        second=_float(2, 3, 4),
+        src_lens=[4, 3],
+        out_lens=[3, 2],
+    ),
+    "attention_reading.seq2seq_attribution": lambda: dict(
+        model=_seq2seq(),
+        src=_ids(),
+        src_valid_len=_lens(3, 2),
+        tgt_in=_ids(),
+        tgt_out=_ids(),
+    ),
+    "corpus_grammar.sample_clause": lambda: dict(rng=random.Random(0)),
+    "checkpoint.save_checkpoint": lambda: dict(
+        path=os.path.join(TMP, "model.pt"), model=nn.Linear(2, 2)
+    ),
+    "checkpoint.load_checkpoint": lambda: _saved_checkpoint(),
+    "data_parallel.sharded_loader": lambda: dict(
+        dataset=torch.utils.data.TensorDataset(_float(4, 2)),
+        global_batch_size=2,
+        rank=0,
+        world_size=1,
+    ),
+    "data_parallel.train_step": lambda: dict(
+        model=_seq2seq(),
+        micro_batches=[(_ids(), _lens(3, 2), _ids(), _ids())],
+        optimizer=torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=0.1),
+        pad=0,
+    ),
+    "attention_reading.adjective_attention": lambda: dict(
+        sources=[["a", "b", "<eos>"]],
+        outputs=[["c", "d"]],
+        references=[["c", "d"]],
+        weights=_float(1, 2, 3),
+    ),
+    "bert_experiment.pair_task_accuracy": lambda: dict(
+        model=bert.BERTModel(11, 8, 16, 2, 1, 0.0, max_len=16),
+        vocab=_bert_vocab(),
+    ),
+    "bert_experiment.linear_probe": lambda: dict(
+        encoder=_bert_encoder(), vocab=_bert_vocab(), task="frame"
+    ),
+    "pretrain.pretrain_bert": lambda: dict(
+        model=bert.BERTModel(11, 8, 16, 2, 1, 0.0, max_len=16),
+        english=["a b", "b a"],
+        french=["c d", "d c"],
+        vocab=_bert_vocab(),
+        use_pair=False,
+        settings=_bert_settings(),
+        steps=1,
+    ),
+    "gpt.GPT.forward_with_cache": lambda: dict(X=_ids()),
+    "lm_variants.VariantGPT.forward_with_cache": lambda: dict(X=_ids()),
+    "flash.flash_forward": lambda: dict(FLASH),
+    "flash.flash_attention": lambda: dict(FLASH),
+    "flash.standard_attention": lambda: dict(
+        queries=FLASH["queries"], keys=FLASH["keys"], values=FLASH["values"]
+    ),
+    "flash.flash_backward": lambda: dict(
+        FLASH,
+        output=_float(2, 2, 3, 4),
+        lse=_float(2, 2, 3),
+        grad_output=_float(2, 2, 3, 4),
+    ),
+    "paged_cache.contiguous_waste": lambda: dict(lengths=[2, 3], max_len=4),
+    "distributed.build_model": lambda: dict(
+        name="transformer", src_vocab_size=11, tgt_vocab_size=11
+    ),
+}
+
+INSTANCES: dict[str, Callable[[], Any]] = {
+    "efficient_attention.GroupedQueryAttention": lambda: (
+        efficient_attention.GroupedQueryAttention(8, 2, num_kv_heads=1)
+    ),
+    "luong.LuongAttentionDecoder": lambda: luong.LuongAttentionDecoder(
+        11, 4, 8, 1
+    ),
+    "encoder_decoder.EncoderDecoder": _seq2seq,
+    "toy_tasks.NeighbourReader": lambda: toy_tasks.NeighbourReader(2),
+    "toy_tasks.CopyBack": lambda: toy_tasks.CopyBack(None),
+    "transformer_blocks.TransformerDecoderBlock": lambda: (
+        transformer_blocks.TransformerDecoderBlock(8, 16, 2, 0.0, 0)
+    ),
+    "bert.BERTClassifier": lambda: bert.BERTClassifier(_bert_encoder(), 3),
+    "kernel_regression.NWKernelRegression": lambda: (
+        kernel_regression.NWKernelRegression()
+    ),
+    "lm_variants.VariantGPT": lambda: lm_variants.VariantGPT(
+        11, 8, 16, 2, 1, 0.0, max_len=16
+    ),
+    "lm_variants.VariantBlock": lambda: lm_variants.VariantBlock(
+        8, 16, 2, 0.0
+    ),
+    "modern_block.PreNormEncoderBlock": lambda: (
+        modern_block.PreNormEncoderBlock(8, 16, 2, 0.0)
+    ),
+    "modern_block.SwiGLUFFN": lambda: modern_block.SwiGLUFFN(16, 8),
+    "modern_block.RMSNorm": lambda: modern_block.RMSNorm(8),
+    "rotary.RotaryEmbedding": lambda: rotary.RotaryEmbedding(4),
+    "positional.PositionalEncoding": lambda: positional.PositionalEncoding(
+        8, 0.0, 16
+    ),
+    "positional.LearnedPositionalEncoding": lambda: (
+        positional.LearnedPositionalEncoding(8, 0.0, 16)
+    ),
+}
+
+
+def _lm_vocab() -> data.Vocab:
+    from course_pkg.lm_translation import translation_lm_vocab
+
+    return translation_lm_vocab([("a b", "c d")])
+
+
+def _bert_vocab() -> data.Vocab:
+    from course_pkg.bert_data import bert_vocab
+
+    return bert_vocab(["a b", "c d"])
+
+
+def _bert_encoder() -> bert.BERTEncoder:
+    return bert.BERTEncoder(11, 8, 16, 2, 1, 0.0, max_len=16)
+
+
+def _bert_settings():
+    from course_pkg.pretrain import BERTSettings
+
+    return BERTSettings(8, 16, 2, 1, 0.0, 16)
+
+
+def _saved_checkpoint() -> dict[str, Any]:
+    from course_pkg.checkpoint import save_checkpoint
+
+    model = nn.Linear(2, 2)
+    if not os.path.exists(CHECKPOINT):
+        save_checkpoint(CHECKPOINT, model)
+    return dict(path=CHECKPOINT, model=model)
+
+
+def _optimizer_step() -> dict[str, Any]:
+    model = nn.Linear(2, 1)
+    loss = model(_float(3, 2)).sum()
+    return dict(
+        model=model,
+        optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+        loss=loss,
+        grad_clip=1.0,
+    )
+
+
+def _gradient_x_input() -> dict[str, Any]:
+    embeddings = _float(2, 3, 4).requires_grad_()
+    return dict(
+        embeddings=embeddings, objectives=(embeddings * 2).sum(-1).sum(-1)
+    )
+
+
+def _annotation(parameter: inspect.Parameter) -> str:
+    annotation = parameter.annotation
+    if annotation is inspect.Parameter.empty:
+        return ""
+    return annotation if isinstance(annotation, str) else repr(annotation)
+
+
+def _made_up(name: str, annotation: str) -> Any:
+    """A valid value from the name and annotation alone (KeyError if none)."""
+    kinds = set(re.findall(r"[A-Za-z_.]+", annotation))
+    if "Tensor" in annotation or "torch.Tensor" in kinds:
+        raise KeyError(name)
+    if "bool" in kinds and "int" not in kinds:
+        return False
+    if "int" in kinds:
+        return SIZES.get(name, 2)
+    if "float" in kinds:
+        return NUMBERS.get(name, 1.0)
+    raise KeyError(name)
+
+
+class Target(NamedTuple):
+    key: str
+    function: Callable[..., Any]  # bound for a method
+    signature: inspect.Signature
+    owner: nn.Module | None  # the instance of a method
+
+
+def _valid_arguments(key: str, signature: inspect.Signature) -> dict[str, Any]:
+    given = EXAMPLES[key]() if key in EXAMPLES else {}
+    arguments = {}
+    for name, parameter in signature.parameters.items():
+        if name in given:
+            arguments[name] = given[name]
+        elif parameter.kind in (
+            parameter.VAR_POSITIONAL,
+            parameter.VAR_KEYWORD,
+        ):
+            continue
+        elif parameter.default is not parameter.empty:
+            arguments[name] = parameter.default
+        else:
+            arguments[name] = _made_up(name, _annotation(parameter))
+    return arguments
+
+
+def _instance(class_key: str, cls: type) -> Any:
+    torch.manual_seed(0)
+    if class_key in INSTANCES:
+        return INSTANCES[class_key]()
+    signature = inspect.signature(cls)
+    return cls(**_valid_arguments(class_key, signature))
+
+
+def _target(key: str, obj: Any) -> Target:
+    torch.manual_seed(0)
+    if isinstance(obj, tuple):
+        cls, method = obj
+        owner = _instance(key.rsplit(".", 1)[0], cls)
+        function = getattr(owner, method)
+        return Target(key, function, inspect.signature(function), owner)
+    return Target(key, obj, inspect.signature(obj), None)
+
+
+def _call(target: Target, arguments: dict[str, Any]) -> Any:
+    args, kwargs = [], {}
+    for name, parameter in target.signature.parameters.items():
+        if parameter.kind == parameter.VAR_POSITIONAL:
+            args.extend(arguments.get(name, ()))
+        elif name not in arguments:
+            continue
+        elif parameter.kind == parameter.POSITIONAL_ONLY:
+            args.append(arguments[name])
+        else:
+            kwargs[name] = arguments[name]
+    return target.function(*args, **kwargs)
+
+
+# ------------------------------------------------------------- bad values
+
+# Integer parameters that are sizes or counts: 0 and -1 are refused.
+SIZE_NAME = re.compile(
+    r"^(num_|n_)|_size$|_hiddens$|_outputs$|_steps$|^max_len$|^max_n$|^k$"
+    r"|^max_new_tokens$|^repeats$|^length$|^head_width$|^max_train_len$"
+    r"|^world_size$|^num_heads$|^sizes$|^norm_shape$"
+)
+
+
+class Bad(NamedTuple):
+    label: str
+    value: Any
+
+
+def _parts(annotation: str) -> list[str]:
+    return [part.strip() for part in annotation.split("|")]
+
+
+def bad_values(
+    name: str, annotation: str, valid: Any, peer: bool
+) -> list[Bad]:
+    """The bad values of one parameter, from its annotation and valid value;
+    ``peer``: whether a tensor on the CPU sits next to it (another argument
+    or the model's parameters)."""
+    parts = _parts(annotation)
+    bad: list[Bad] = []
+    if "torch.Tensor" in parts or "Tensor" in parts:
+        if isinstance(valid, (list, tuple)):  # a sequence is allowed too
+            return []
+        if not isinstance(valid, torch.Tensor):
+            return [Bad("a list for a tensor", [1, 2])]
+        bad.append(Bad("a list for a tensor", valid.detach().tolist()))
+        if valid.dtype.is_floating_point:
+            bad.append(Bad("an integer tensor", valid.detach().long()))
+        elif valid.dtype in (torch.int64, torch.int32):
+            bad.append(Bad("a float tensor", valid.detach().float()))
+            bad.append(Bad("uint8 ids", valid.detach().to(torch.uint8)))
+            bad.append(Bad("int16 ids", valid.detach().to(torch.int16)))
+        if peer:
+            bad.append(Bad("on meta next to cpu", valid.detach().to("meta")))
+        return bad
+    if "float" in parts:
+        bad += [Bad("NaN", math.nan), Bad("inf", math.inf), Bad("a str", "1")]
+    elif "int" in parts or "tuple[int, ...]" in parts:
+        bad += [Bad("a float for an int", 1.5), Bad("a bool for an int", True)]
+        if SIZE_NAME.search(name):
+            bad += [Bad("a zero size", 0), Bad("a negative size", -1)]
+    if "torch.device" in parts:
+        bad += [
+            Bad("a device that does not exist", "cuda:99"),
+            Bad("an int for a device", 3),
+        ]
+    if "os.PathLike" in parts:
+        bad += [
+            Bad("a file descriptor", 987654),
+            Bad("bytes for a path", b"x"),
+        ]
+    if parts == ["str"]:
+        bad.append(Bad("an int for a str", 3))
+    if annotation in ("Sequence[str]", "list[str]"):
+        bad.append(Bad("a str for a list of str", "a b"))
+    if annotation.startswith("Callable"):
+        bad.append(Bad("not callable", 3))
+    return bad
+
+
+# Cases that are deliberately not refused: (key, parameter, label) -> why.
+# Each is asserted to run without error.
+EMPTY = "an empty result for a size of zero, as with an empty batch"
+CPU_LENGTHS = "lengths kept on the CPU serve tensors on any device (they are "
+CPU_LENGTHS += "moved, as documented); lengths on another device are refused"
+POSITIONS = "positions may be integers or floats of any width (documented)"
+SPLIT = "splitting or merging heads only moves numbers: any dtype is fine"
+NO_WARMUP = "warmup_steps=0 means no warmup (the documented default)"
+ACCEPTED: dict[tuple[str, str, str], str] = {
+    ("train.linear_warmup", "warmup_steps", "a zero size"): NO_WARMUP,
+    ("lm_translation.train_lm", "warmup_steps", "a zero size"): NO_WARMUP,
+    ("attention.transpose_qkv", "X", "an integer tensor"): SPLIT,
+    ("attention.transpose_output", "X", "an integer tensor"): SPLIT,
+    (
+        "rotary.RotaryEmbedding.angles",
+        "positions",
+        "a float tensor",
+    ): POSITIONS,
+    ("rotary.RotaryEmbedding.angles", "positions", "uint8 ids"): POSITIONS,
+    ("rotary.RotaryEmbedding.angles", "positions", "int16 ids"): POSITIONS,
+    ("bert.mean_over_valid", "encoded", "on meta next to cpu"): CPU_LENGTHS,
+    ("bert.mask_tokens", "tokens", "on meta next to cpu"): CPU_LENGTHS,
+    ("masks.masked_softmax", "X", "on meta next to cpu"): CPU_LENGTHS,
+    ("masks.sequence_mask", "max_len", "a zero size"): EMPTY + ": (B, 0)",
+    ("masks.causal_mask", "num_queries", "a zero size"): EMPTY + ": (0, K)",
+    ("masks.causal_mask", "num_keys", "a zero size"): EMPTY + ": (Q, 0)",
+    ("masks.attention_mask", "num_queries", "a zero size"): EMPTY,
+    ("masks.attention_mask", "num_keys", "a zero size"): EMPTY,
+    ("positional.sinusoidal_table", "max_len", "a zero size"): EMPTY
+    + ": a (0, D) table",
+    ("data.truncate_pad", "num_steps", "a zero size"): EMPTY + ": []",
+    ("gpt.generate", "max_new_tokens", "a zero size"): EMPTY
+    + ": the prompt itself",
+    ("lm_translation.translate_lm", "max_new_tokens", "a zero size"): EMPTY
+    + ": one empty translation per sentence",
+    ("train.train_seq2seq", "num_epochs", "a zero size"): EMPTY
+    + ": a record with no epochs (the model is not changed)",
+}
+
+
+class Case(NamedTuple):
+    key: str
+    parameter: str
+    bad: Bad
+
+
+def _build() -> tuple[
+    dict[str, tuple[Target, dict]], list[Case], dict[str, str]
+]:
+    built, cases, missing = {}, [], {}
+    with torch.random.fork_rng(devices=[]):
+        for key, obj in public_callables().items():
+            if not _swept(key, obj):
+                continue
+            try:
+                target = _target(key, obj)
+                arguments = _valid_arguments(key, target.signature)
+            except Exception as err:  # reported by the test below
+                missing[key] = f"{type(err).__name__}: {err}"
+                continue
+            built[key] = (target, arguments)
+            owner_has_tensors = isinstance(target.owner, nn.Module) and any(
+                True for _ in target.owner.state_dict()
+            )
+            for name, parameter in target.signature.parameters.items():
+                if name not in arguments:
+                    continue
+                peer = owner_has_tensors or any(
+                    isinstance(value, torch.Tensor)
+                    for other, value in arguments.items()
+                    if other != name
+                )
+                annotation = _annotation(parameter)
+                valid = arguments[name]
+                if parameter.kind == parameter.VAR_POSITIONAL:  # the first
+                    for bad in bad_values(name, annotation, valid[0], peer):
+                        value = (bad.value, *valid[1:])
+                        cases.append(Case(key, name, Bad(bad.label, value)))
+                    continue
+                for bad in bad_values(name, annotation, valid, peer):
+                    cases.append(Case(key, name, bad))
+    return built, cases, missing
+
+
+# The other arguments an accepted case needs to make sense (else the valid
+# call's): lengths that fit K = 0, Q <= K for a causal mask.
+ACCEPTED_WITH = {
+    ("masks.sequence_mask", "max_len", "a zero size"): lambda: dict(
+        valid_lens=_lens(0, 0)
+    ),
+    ("masks.causal_mask", "num_keys", "a zero size"): lambda: dict(
+        num_queries=0
+    ),
+    ("masks.attention_mask", "num_keys", "a zero size"): lambda: dict(
+        valid_lens=_lens(0, 0), causal=False
+    ),
+}
+
+# Cases not refused yet, each with the work left; they run as strict
+# xfails, so the day one is fixed the test says to move it out of here.
+GAPS = "checkpoint.py is being changed in another branch (the header parser); "
+GAPS += "map_location is to go through checks.check_device there"
+KNOWN_GAPS: dict[tuple[str, str, str], str] = {
+    (
+        "checkpoint.load_checkpoint",
+        "map_location",
+        "a device that does not exist",
+    ): GAPS,
+    (
+        "checkpoint.load_checkpoint",
+        "map_location",
+        "an int for a device",
+    ): GAPS,
+    (
+        "efficient_attention.blockwise_attention",
+        "valid_lens",
+        "on meta next to cpu",
+    ): "blockwise_attention is printed with :lines: in attention_at_scale and "
+    "its checks are being moved into one checks helper in the printed-code "
+    "branch; the device check of valid_lens (like=) goes there",
+}
+
+BUILT, CASES, MISSING = _build()
+REFUSED = [
+    pytest.param(
+        case,
+        id=f"{case.key}-{case.parameter}-{case.bad.label}",
+        marks=[pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[label])]
+        if (label := (case.key, case.parameter, case.bad.label)) in KNOWN_GAPS
+        else [],
+    )
+    for case in CASES
+    if (case.key, case.parameter, case.bad.label) not in ACCEPTED
+]
+
+
+# Callables that arrived with the last merge of main (the inference and
+# long-context chapters) and have no valid call here yet: not swept until
+# one is added to EXAMPLES. The test below fails if this list is stale.
+NOT_YET_COVERED = {
+    "kv_memory.kv_bytes_per_token",
+    "kv_memory.kv_cache_bytes",
+    "kv_memory.weight_bytes",
+    "long_context.scaled_rotary",
+    "paged_cache.PagedKVCache.append",
+    "paged_cache.PagedKVCache.attend",
+    "sliding_window.sliding_window_attention",
+    "sliding_window.RollingKVCache.append",
+    "sliding_window.RollingKVCache.step",
+    "speculative.acceptance_probability",
+    "speculative.residual_distribution",
+    "speculative.first_token_distribution",
+    "speculative.speculative_generate",
+    "speculative.measure_speculation",
+    "toy_tasks.copy_back_at_lengths",
+    "train.warmup_inverse_sqrt",
+}
+
+
+def test_every_public_callable_has_a_valid_call():
+    assert set(MISSING) == NOT_YET_COVERED, (
+        "add a valid call to EXAMPLES (or the callable to NOT_SWEPT with a "
+        f"reason) and keep NOT_YET_COVERED exact: {MISSING}"
+    )
+
+
+def test_the_sweep_covers_the_api():
+    swept = {case.key for case in CASES}
+    callables = [k for k, obj in public_callables().items() if _swept(k, obj)]
+    without_case = sorted(set(callables) - swept - set(MISSING))
+    # a callable whose parameters give no bad value (e.g. a bool only)
+    assert len(swept) >= 150 and len(CASES) >= 800, (len(swept), len(CASES))
+    assert all(
+        all(p in ("self",) for p in BUILT[k][0].signature.parameters)
+        or not _has_sweepable(k)
+        for k in without_case
+    ), without_case
+
+
+def _has_sweepable(key: str) -> bool:
+    target, arguments = BUILT[key]
+    return any(
+        bad_values(n, _annotation(p), arguments[n], False)
+        for n, p in target.signature.parameters.items()
+        if n in arguments
+    )
+
+
+def _snapshot(target: Target, arguments: dict[str, Any]) -> dict[str, Any]:
+    tensors = {}
+    for name, value in arguments.items():
+        if isinstance(value, torch.Tensor) and value.device.type != "meta":
+            tensors[name] = value.detach().clone()
+        if isinstance(value, nn.Module):
+            tensors.update(
+                {
+                    f"{name}.{k}": v.clone()
+                    for k, v in value.state_dict().items()
+                }
+            )
+    if isinstance(target.owner, nn.Module):
+        tensors.update(
+            {
+                f"model.{k}": v.clone()
+                for k, v in target.owner.state_dict().items()
+            }
+        )
+    files = {}
+    for folder, _, names in os.walk(TMP):
+        for file_name in names:
+            path = os.path.join(folder, file_name)
+            with open(path, "rb") as handle:
+                files[path] = handle.read()
+    return dict(
+        tensors=tensors,
+        files=files,
+        torch=torch.get_rng_state(),
+        python=random.getstate(),
+        numpy=np.random.get_state()[1].copy(),
+    )
+
+
+def _assert_unchanged(before: dict[str, Any], after: dict[str, Any]) -> None:
+    assert before["tensors"].keys() == after["tensors"].keys()
+    for name, tensor in before["tensors"].items():
+        assert torch.equal(tensor, after["tensors"][name]), f"{name} changed"
+    assert before["files"] == after["files"], "a file changed"
+    assert torch.equal(before["torch"], after["torch"]), "torch's RNG moved"
+    assert before["python"] == after["python"], "Python's RNG moved"
+    assert np.array_equal(before["numpy"], after["numpy"]), "NumPy's RNG moved"
+
+
+def _names(message: str, name: str) -> bool:
+    return (
+        re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", message) is not None
+    )
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_bad_input_is_refused_by_name_and_changes_nothing(case):
+    target, valid = BUILT[case.key]
+    arguments = dict(valid, **{case.parameter: case.bad.value})
+    before = _snapshot(target, valid)
+    with pytest.raises((TypeError, ValueError)) as caught:
+        _call(target, arguments)
+    name = ALIASES.get((case.key, case.parameter), case.parameter)
+    assert _names(str(caught.value), name), (
+        f"{type(caught.value).__name__} does not name {name!r}: {caught.value}"
+    )
+    _assert_unchanged(before, _snapshot(target, valid))
+
+
+@pytest.mark.parametrize("case", list(ACCEPTED), ids=str)
+def test_deliberate_exceptions_are_accepted(case):
+    key, parameter, label = case
+    (found,) = [c for c in CASES if (c.key, c.parameter, c.bad.label) == case]
+    target, valid = BUILT[key]
+    others = ACCEPTED_WITH.get(case, dict)()
+    _call(target, dict(valid, **others, **{parameter: found.bad.value}))
+
+
+def test_device_that_does_not_exist_is_refused(monkeypatch):
+    from course_pkg.device import get_device
+
+    for name in ("xpu", "cuda:99", "gpu-please"):
+        monkeypatch.setenv("COURSE_DEVICE", name)
+        with pytest.raises(ValueError, match="COURSE_DEVICE"):
+            get_device()
+
+
+# The examples of issue 31 that the matrix above does not generate.
+ISSUE_31 = {
+    "Vocab.to_tokens(-1) is not the last token": (
+        lambda: _vocab().to_tokens(-1),
+        ValueError,
+        "indices",
+    ),
+    "Vocab.to_tokens(1.7) is not <bos>": (
+        lambda: _vocab().to_tokens(1.7),
+        TypeError,
+        "indices",
+    ),
+    "a str among token lists is not split into letters": (
+        lambda: data.Vocab([["a", "b"], "cd"]),
+        TypeError,
+        "tokens",
+    ),
+    "float64 encoder outputs for a float32 decoder": (
+        lambda: transformer.TransformerDecoder(
+            11, 8, 16, 2, 1, 0.0
+        ).init_state(_float(2, 4, 8).double(), _lens(4, 2)),
+        TypeError,
+        "enc_outputs",
+    ),
+    "a wrong width in AddNorm": (
+        lambda: transformer_blocks.AddNorm(8, 0.0)(
+            _float(2, 3, 6), _float(2, 3, 6)
+        ),
+        ValueError,
+        "X",
+    ),
+    "a block index beyond the state's caches": (
+        lambda: transformer_blocks.TransformerDecoderBlock(8, 16, 2, 0.0, 5)(
+            _float(2, 3, 8), _decoder_state()
+        ),
+        ValueError,
+        "i=5",
+    ),
+    "logits over V = 0 classes": (
+        lambda: masked_cross_entropy(
+            torch.ones(2, 3, 0), torch.zeros(2, 3, dtype=torch.long), 0
+        ),
+        ValueError,
+        "Y_hat",
+    ),
+}
+
+
+@pytest.mark.parametrize("example", list(ISSUE_31))
+def test_the_examples_of_issue_31_are_refused(example):
+    call, error, name = ISSUE_31[example]
+    with torch.random.fork_rng(devices=[]), pytest.raises(error, match=name):
+        call()
+
+
+def test_load_tatoeba_reads_a_bom_drops_empty_sides_and_keeps_the_fd(tmp_path):
+    from course_pkg.tatoeba import load_tatoeba
+
+    path = tmp_path / "pairs.txt"
+    path.write_bytes(
+        "\ufeffgo .\tva !\n\tvide\nhi .\t\nhello .\tsalut .\n".encode()
+    )
+    pairs = load_tatoeba(path)
+    assert pairs == [("go .", "va !"), ("hello .", "salut .")]
+    assert pairs.dropped == 2  # one empty English side, one empty French
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        with pytest.raises(TypeError, match="path"):
+            load_tatoeba(fd)
+        os.fstat(fd)  # still open: the caller's descriptor is not closed
+    finally:
+        os.close(fd)
