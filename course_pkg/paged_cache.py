@@ -81,8 +81,9 @@ class PagedKVCache:
         free blocks as its last one fills.
 
         Raises:
-            ValueError: on an unknown seq_id, shapes that do not fit, or a
-                cache full (not enough free blocks; nothing is written).
+            TypeError, ValueError: on an unknown seq_id, keys and values
+                whose shape, dtype or device do not fit the pool, or a cache
+                full (not enough free blocks); nothing is written.
         """
         table = self._table(seq_id)
         sizes = (*self.keys.shape[1:2], None, self.keys.shape[3])

@@ -153,6 +153,18 @@ class RollingKVCache:
         )
         self.window, self.length = window, 0
 
+    def _check_queries(self, queries: torch.Tensor) -> None:
+        """Refuse queries that are not (B, H, 1, d), H a multiple of G, of
+        the cache's dtype and device: TypeError, ValueError."""
+        batch, groups, _, width = self.keys.shape
+        _check_shape("queries", queries, "BHQd", (batch, None, 1, width))
+        if queries.shape[1] % groups:
+            raise ValueError(
+                f"queries' heads ({queries.shape[1]}) must be a multiple of "
+                f"the cache's G={groups}"
+            )
+        check_same_float_dtype(queries=queries, cache=self.keys)
+
     @property
     def nbytes(self) -> int:
         """Bytes held by the two buffers: fixed by the window."""
@@ -183,20 +195,8 @@ class RollingKVCache:
     ) -> torch.Tensor:
         """Append one position and attend from its queries (B, H, 1, d) over
         the at most w positions kept (itself included): (B, H, 1, d_v).
-
-        Raises:
-            TypeError, ValueError: as :meth:`append`, or if queries are not
-                (B, H, 1, d) with H a multiple of G, of the cache's dtype and
-                device; checked before the cache changes.
-        """
-        batch, groups, _, width = self.keys.shape
-        _check_shape("queries", queries, "BHQd", (batch, None, 1, width))
-        if queries.shape[1] % groups:
-            raise ValueError(
-                f"queries' heads ({queries.shape[1]}) must be a multiple of "
-                f"the cache's G={groups}"
-            )
-        check_same_float_dtype(queries=queries, cache=self.keys)
+        Bad queries (TypeError, ValueError) are refused before appending."""
+        self._check_queries(queries)
         self.append(keys, values)
         kept = min(self.length, self.window)
         return sliding_window_attention(
