@@ -26,9 +26,8 @@ from torch import nn
 from course_pkg.checks import (
     check_attention_inputs,
     check_features,
+    check_head_split,
     check_heads,
-    check_positive_int,
-    check_probability,
 )
 from course_pkg.scoring import DotProductAttention, fused_attention
 
@@ -41,7 +40,7 @@ def transpose_qkv(X: torch.Tensor, num_heads: int) -> torch.Tensor:
     Returns:
         (B * H, T, D / H); rows b*H .. b*H + H - 1 are the heads of example b.
     """
-    check_heads(X, num_heads, -1, "(B, T, D)")
+    check_head_split(X, num_heads, -1, "(B, T, D)")
     batch_size, num_steps, num_hiddens = X.shape
     X = X.reshape(
         batch_size, num_steps, num_heads, num_hiddens // num_heads
@@ -59,7 +58,7 @@ def transpose_output(X: torch.Tensor, num_heads: int) -> torch.Tensor:
     Returns:
         (B, T, D), the heads concatenated along the last axis.
     """
-    check_heads(X, num_heads, 0, "(B * H, T, D / H)")
+    check_head_split(X, num_heads, 0, "(B * H, T, D / H)")
     folded, num_steps, head_width = X.shape
     X = X.reshape(
         folded // num_heads, num_heads, num_steps, head_width
@@ -97,29 +96,22 @@ class KVCache(NamedTuple):
 
 class MultiHeadAttention(nn.Module):
     """Multi-head attention: H scaled dot-product attentions on learned
-    projections, concatenated.
-
-    head_i = attention(W_q^i q, W_k^i k, W_v^i v); output = W_o [head_1; ...;
-    head_H].
+    projections, concatenated: head_i = attention(W_q^i q, W_k^i k, W_v^i v),
+    output = W_o [head_1; ...; head_H].
 
     Args:
         num_hiddens: D, the width of every projection and of the output;
             divisible by num_heads.
-        num_heads: H.
-        dropout: dropout probability on the attention weights.
+        num_heads: H. dropout: on the attention weights.
         bias: whether the four projections have a bias.
         query_size, key_size, value_size: input widths (default D).
         kv_width: the output width of W_k and W_v (default D; narrower in
-            :class:`course_pkg.efficient_attention.GroupedQueryAttention`,
-            whose query heads share key/value heads).
+            :class:`course_pkg.efficient_attention.GroupedQueryAttention`).
     Attributes:
         attention_weights: (B, H, Q, K) weights of the last forward call, or
             None after a fused call.
     Raises:
-        TypeError: if a width or num_heads is not an int, or dropout not a
-            number.
-        ValueError: if one is < 1, dropout is outside [0, 1), num_hiddens
-            is not divisible by num_heads, or kv_width not by D / H.
+        TypeError, ValueError: see :func:`course_pkg.checks.check_heads`.
     """
 
     def __init__(
@@ -135,29 +127,15 @@ class MultiHeadAttention(nn.Module):
         kv_width: int | None = None,
     ):
         super().__init__()
-        check_positive_int("num_hiddens", num_hiddens)
-        check_positive_int("num_heads", num_heads)
-        check_probability("dropout", dropout)
-        for name, size in (
-            ("query_size", query_size),
-            ("key_size", key_size),
-            ("value_size", value_size),
-        ):
-            if size is not None:
-                check_positive_int(name, size)
-        if num_hiddens % num_heads != 0:
-            raise ValueError(
-                f"num_hiddens ({num_hiddens}) must be divisible by "
-                f"num_heads ({num_heads})"
-            )
-        head_width = num_hiddens // num_heads
-        if kv_width is not None:
-            check_positive_int("kv_width", kv_width)
-            if kv_width % head_width != 0:
-                raise ValueError(
-                    f"kv_width ({kv_width}) must be a multiple of the head "
-                    f"width num_hiddens / num_heads = {head_width}"
-                )
+        check_heads(
+            num_hiddens,
+            num_heads,
+            dropout,
+            query_size=query_size,
+            key_size=key_size,
+            value_size=value_size,
+            kv_width=kv_width,
+        )
         self.num_hiddens, self.num_heads = num_hiddens, num_heads
         self.query_size = num_hiddens if query_size is None else query_size
         self.key_size = num_hiddens if key_size is None else key_size
@@ -183,31 +161,55 @@ class MultiHeadAttention(nn.Module):
         """Attend with H heads.
 
         Args:
-            queries: (B, Q, query_size).
-            keys: (B, K, key_size).
+            queries: (B, Q, query_size). keys: (B, K, key_size).
             values: (B, K, value_size).
             valid_lens: None, (B,) or (B, Q) numbers of valid keys.
             causal: hide keys after each query.
-            need_weights: explicit path (keeps the weights) or fused (see
-                the module docstring).
+            need_weights: False takes the fused path (module docstring).
         Returns:
             (B, Q, D).
         Raises:
             TypeError, ValueError: on inputs that do not fit each other or
-                the layer.
+                the layer, before any computation.
         """
         self._check(queries, keys, values, valid_lens, causal, projected=False)
-        return self.attend(
-            queries,
-            self.cache(keys, values),
-            valid_lens,
-            causal=causal,
-            need_weights=need_weights,
-        )
+        queries = self.W_q(queries)  # (B, Q, D)
+        keys, values = self.W_k(keys), self.W_v(values)  # (B, K, D) each
+        if not need_weights:
+            return self._fused(queries, keys, values, valid_lens, causal)
+        return self._heads(queries, keys, values, valid_lens, causal)
 
-    # -- The key/value cache: a decoder that feeds its target a few positions
-    # at a time projects each key and value once, keeps them, and attends
-    # over all of them.
+    def _heads(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        valid_lens: torch.Tensor | None,
+        causal: bool,
+    ) -> torch.Tensor:
+        """Projected queries (B, Q, D), keys and values (B, K, D) -> (B, Q, D):
+        H attentions side by side, concatenated, mixed by W_o."""
+        batch_size, num_queries = queries.shape[:2]
+        heads = self.num_heads
+        queries = transpose_qkv(queries, heads)  # (B*H, Q, D/H)
+        keys = transpose_qkv(keys, heads)  # (B*H, K, D/H)
+        values = transpose_qkv(values, heads)  # (B*H, K, D/H)
+        if valid_lens is not None:  # the same valid keys in every head
+            valid_lens = torch.repeat_interleave(
+                valid_lens, repeats=heads, dim=0
+            )  # (B*H,) or (B*H, Q)
+        output = self.attention(
+            queries, keys, values, valid_lens, causal=causal
+        )  # (B*H, Q, D/H)
+        self.attention_weights = self.attention.attention_weights.reshape(
+            batch_size, heads, num_queries, keys.shape[1]
+        )
+        return self.W_o(transpose_output(output, heads))  # (B, Q, D)
+
+    # -- Serving machinery (chapters "GPT" and "Attention at scale"): the
+    # key/value cache, with which a decoder that feeds its target a few
+    # positions at a time projects each key and value once, and the fused
+    # kernel, which keeps no weights.
 
     def cache(
         self,
@@ -252,37 +254,33 @@ class MultiHeadAttention(nn.Module):
                 the layer.
         """
         self._check(queries, *cache, valid_lens, causal, projected=True)
+        attend = self._heads if need_weights else self._fused
+        return attend(self.W_q(queries), *cache, valid_lens, causal)
+
+    def _fused(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        valid_lens: torch.Tensor | None,
+        causal: bool,
+    ) -> torch.Tensor:
+        """:meth:`_heads` in one fused kernel, keeping no weights."""
         batch_size, num_queries = queries.shape[:2]
-        heads = self.num_heads
-        if not need_weights:
-            output = fused_attention(
-                self._split_heads(self.W_q(queries)),
-                self._split_heads(cache.keys),
-                self._split_heads(cache.values),
-                valid_lens,
-                causal,
-                self.attention.dropout.p if self.training else 0.0,
-            )  # (B, H, Q, D/H)
-            self.attention_weights = self.attention.attention_weights = None
-            return self.W_o(
-                output.transpose(1, 2).reshape(
-                    batch_size, num_queries, self.num_hiddens
-                )
+        output = fused_attention(
+            self._split_heads(queries),
+            self._split_heads(keys),
+            self._split_heads(values),
+            valid_lens,
+            causal,
+            self.attention.dropout.p if self.training else 0.0,
+        )  # (B, H, Q, D/H)
+        self.attention_weights = self.attention.attention_weights = None
+        return self.W_o(
+            output.transpose(1, 2).reshape(
+                batch_size, num_queries, self.num_hiddens
             )
-        queries = transpose_qkv(self.W_q(queries), heads)  # (B*H, Q, D/H)
-        keys = transpose_qkv(cache.keys, heads)  # (B*H, K, D/H)
-        values = transpose_qkv(cache.values, heads)  # (B*H, K, D/H)
-        if valid_lens is not None:
-            valid_lens = torch.repeat_interleave(
-                valid_lens, repeats=heads, dim=0
-            )  # (B*H,) or (B*H, Q)
-        output = self.attention(
-            queries, keys, values, valid_lens, causal=causal
         )
-        self.attention_weights = self.attention.attention_weights.reshape(
-            batch_size, heads, num_queries, keys.shape[1]
-        )
-        return self.W_o(transpose_output(output, heads))  # (B, Q, D)
 
     def _check(
         self,

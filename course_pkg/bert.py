@@ -26,13 +26,15 @@ import torch
 from torch import nn
 
 from course_pkg.checks import (
+    check_bert_input,
     check_features,
     check_float_tensor,
+    check_generator,
+    check_masking,
     check_on_device,
     check_sizes,
     check_stack_args,
     check_tensor_type,
-    check_token_ids,
     check_valid_lens,
 )
 from course_pkg.transformer_blocks import TransformerEncoderBlock
@@ -74,27 +76,13 @@ def mask_tokens(
         inputs is the corrupted batch; labels holds the original token at
         selected positions and -100 (``IGNORE_INDEX``) everywhere else.
     Raises:
-        TypeError/ValueError: naming the argument, on a wrong type, shape or
-            value (e.g. num_special >= vocab_size, mask_prob outside [0, 1]).
+        TypeError, ValueError: naming the argument (see
+            :func:`~course_pkg.checks.check_masking`).
     """
-    _check_int("vocab_size", vocab_size, 2, None)
-    _check_int("num_special", num_special, 1, vocab_size)
-    _check_int("mask_id", mask_id, 0, num_special)
-    check_token_ids("tokens", tokens, vocab_size)
-    if valid_lens is None:
-        raise TypeError("valid_lens must be a torch.Tensor of shape (B,)")
-    check_valid_lens(
-        "valid_lens", valid_lens, *tokens.shape, like=("tokens", tokens)
+    check_masking(
+        tokens, valid_lens, mask_id, vocab_size, num_special, mask_prob
     )
-    if not isinstance(mask_prob, (int, float)) or isinstance(mask_prob, bool):
-        raise TypeError(f"mask_prob must be a float, got {mask_prob!r}")
-    if not 0.0 <= mask_prob <= 1.0:
-        raise ValueError(f"mask_prob must lie in [0, 1], got {mask_prob}")
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(
-            "generator must be a torch.Generator or None, "
-            f"got {type(generator).__name__}"
-        )
+    check_generator(generator)
     shape, device = tokens.shape, tokens.device
     selector = torch.rand(shape, generator=generator, device=device)
     action = torch.rand(shape, generator=generator, device=device)
@@ -165,7 +153,7 @@ class BERTEncoder(nn.Module):
         *,
         need_weights: bool = False,
     ) -> torch.Tensor:
-        """Contextual vectors of every position.
+        """Contextual vectors (B, T, D) of every position.
 
         Args:
             tokens: (B, T) ids in [0, V). segments: (B, T) ids in {0, 1}.
@@ -173,27 +161,11 @@ class BERTEncoder(nn.Module):
                 masked, so padded tokens never change a real position.
             need_weights: keep each block's attention weights (explicit
                 path) or not (fused path, the default, faster).
-        Returns:
-            (B, T, D).
         Raises:
-            TypeError/ValueError: naming the argument, on a wrong dtype or
-                shape, ids out of range or T > max_len.
+            TypeError, ValueError: naming the argument (see
+                :func:`~course_pkg.checks.check_bert_input`).
         """
-        check_token_ids("tokens", tokens, self.token_embedding)
-        check_token_ids("segments", segments, self.segment_embedding)
-        if segments.shape != tokens.shape:
-            raise ValueError(
-                "segments must have the shape of tokens, "
-                f"{tuple(tokens.shape)}, got {tuple(segments.shape)}"
-            )
-        check_valid_lens(
-            "valid_lens", valid_lens, *tokens.shape, like=("tokens", tokens)
-        )
-        if tokens.shape[1] > self.max_len:
-            raise ValueError(
-                f"tokens must have T <= max_len={self.max_len}, "
-                f"got T={tokens.shape[1]}"
-            )
+        check_bert_input(tokens, segments, valid_lens, self)
         X = self.token_embedding(tokens) + self.segment_embedding(segments)
         X = self.dropout(X + self.pos_embedding[:, : tokens.shape[1]])
         for blk in self.blks:

@@ -13,10 +13,12 @@ a frozen encoder's outputs make easy to read (the chapter's exercise 4).
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from course_pkg.bert import (
     BERTClassifier,
@@ -74,6 +76,46 @@ def new_bert(vocab_size: int, settings: BERTSettings, seed: int) -> BERTModel:
     )
 
 
+def fine_tune_encoders(
+    encoders: dict[str, nn.Module],
+    vocab: Vocab,
+    labelled: Sequence[Any],
+    test_rows: Sequence[Any],
+    settings: BERTSettings,
+    seed: int,
+) -> tuple[dict[str, dict[str, BERTClassifier]], dict[str, dict[str, float]]]:
+    """Fine-tune a copy of each encoder on each task of
+    :data:`~course_pkg.bert_data.TASKS` from the first
+    ``settings.num_labelled`` labelled sentences (the same fresh head and
+    budget for every encoder) and score it on the test rows.
+
+    Returns:
+        classifiers and accuracy: task -> encoder name -> the fine-tuned
+        :class:`BERTClassifier` and its test accuracy (float).
+    """
+    num_steps = (settings.max_len + 1) // 2
+    classifiers: dict[str, dict[str, BERTClassifier]] = {}
+    accuracy: dict[str, dict[str, float]] = {}
+    for task, (_, classes) in TASKS.items():
+        few = label_dataset(
+            vocab, labelled[: settings.num_labelled], num_steps, task
+        )
+        test = label_dataset(vocab, test_rows, num_steps, task)
+        classifiers[task], accuracy[task] = {}, {}
+        for name, encoder in encoders.items():
+            torch.manual_seed(seed)  # the same fresh head for every encoder
+            classifier = BERTClassifier(
+                copy.deepcopy(encoder), len(classes), settings.pooling
+            )
+            fine_tune(classifier, *few, settings, seed)
+            predictions = predict(classifier, *test[:3])
+            classifiers[task][name] = classifier
+            accuracy[task][name] = float(
+                (predictions == test[3]).float().mean()
+            )
+    return classifiers, accuracy
+
+
 def compare_pretraining(
     seed: int = 0, settings: BERTSettings = SETTINGS
 ) -> dict[str, Any]:
@@ -82,11 +124,9 @@ def compare_pretraining(
     On ``english_french_corpus(0)``: pretrain one BERT with MLM alone for
     ``settings.pretrain_steps``; copy it twice and continue each copy for
     ``settings.continue_steps``, one with MLM alone, one with MLM and the
-    pair task (same batches and masks). Then fine-tune each of the two
-    encoders, and a fresh one of the same initial weights (from scratch), on
-    each task of :data:`~course_pkg.bert_data.TASKS` (tense, frame) from the
-    labels of the first ``settings.num_labelled`` training sentences, with
-    the same budget, and score the test split.
+    pair task (same batches and masks). Then fine-tune the two encoders and
+    a fresh one of the same initial weights (from scratch) on each task
+    (:func:`fine_tune_encoders`).
 
     Args:
         seed: seeds the weights, batches, masks, pairs and fine-tuning order.
@@ -94,10 +134,9 @@ def compare_pretraining(
     Returns:
         dict with ``vocab``; ``models`` {"MLM", "MLM + pair"} -> pretrained
         :class:`BERTModel`; ``histories`` {"shared", "MLM", "MLM + pair"}
-        (:func:`~course_pkg.pretrain.pretrain_bert` results: the shared steps, then each
-        continuation); ``classifiers`` and ``accuracy``, task -> {"scratch",
-        "MLM", "MLM + pair"} -> fine-tuned :class:`BERTClassifier` and its
-        test accuracy (float).
+        (:func:`~course_pkg.pretrain.pretrain_bert` results); ``classifiers``
+        and ``accuracy`` from :func:`fine_tune_encoders`, with the encoders
+        "scratch", "MLM" and "MLM + pair".
     """
     check_int("seed", seed)
     train, _, _ = english_french_corpus(0)
@@ -126,26 +165,9 @@ def compare_pretraining(
         )
     encoders = {"scratch": new_bert(len(vocab), settings, seed).encoder}
     encoders.update({name: model.encoder for name, model in models.items()})
-    num_steps = (settings.max_len + 1) // 2
-    classifiers: dict[str, dict[str, BERTClassifier]] = {}
-    accuracy: dict[str, dict[str, float]] = {}
-    for task, (_, classes) in TASKS.items():
-        few = label_dataset(
-            vocab, labelled[: settings.num_labelled], num_steps, task
-        )
-        test = label_dataset(vocab, test_rows, num_steps, task)
-        classifiers[task], accuracy[task] = {}, {}
-        for name, encoder in encoders.items():
-            torch.manual_seed(seed)  # the same fresh head for every encoder
-            classifier = BERTClassifier(
-                copy.deepcopy(encoder), len(classes), settings.pooling
-            )
-            fine_tune(classifier, *few, settings, seed)
-            predictions = predict(classifier, *test[:3])
-            classifiers[task][name] = classifier
-            accuracy[task][name] = float(
-                (predictions == test[3]).float().mean()
-            )
+    classifiers, accuracy = fine_tune_encoders(
+        encoders, vocab, labelled, test_rows, settings, seed
+    )
     return {
         "vocab": vocab,
         "models": models,

@@ -34,7 +34,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-from course_pkg.checks import check_grad_clip, check_int, check_sizes
+from course_pkg.checks import check_int, check_micro_batches, check_sizes
 from course_pkg.train import masked_cross_entropy
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
@@ -75,22 +75,12 @@ def _int_variable(name: str) -> int:
         ) from None
 
 
-def setup_process_group(
-    device_type: str | None = None, timeout_s: float = 120.0
-) -> RankInfo:
-    """Join the process group that ``torchrun`` describes in the environment.
+def _rendezvous() -> tuple[int, int, int]:
+    """RANK, WORLD_SIZE and LOCAL_RANK from the variables torchrun sets.
 
-    Args:
-        device_type: ``"cpu"`` (gloo backend), ``"cuda"`` (NCCL, GPU ``LOCAL_RANK`` for each
-            rank) or None: CUDA when this machine has a GPU for every local rank, else the CPU.
-        timeout_s: how long a collective waits for the other ranks before failing.
-    Returns:
-        A :class:`RankInfo`; with CUDA, the current CUDA device is set to the rank's GPU.
     Raises:
         ValueError: if a variable of ``RENDEZVOUS_VARIABLES`` is missing or not an integer where
-            one is needed, RANK is not in [0, WORLD_SIZE), device_type is unknown, or CUDA is
-            asked for with fewer GPUs than ranks on this machine.
-        RuntimeError: if this process is already in a process group.
+            one is needed, or RANK is not in [0, WORLD_SIZE).
     """
     missing = [name for name in RENDEZVOUS_VARIABLES if name not in os.environ]
     if missing:
@@ -107,6 +97,26 @@ def setup_process_group(
         raise ValueError(
             f"RANK must be in [0, WORLD_SIZE={world_size}), got {rank}"
         )
+    return rank, world_size, local_rank
+
+
+def setup_process_group(
+    device_type: str | None = None, timeout_s: float = 120.0
+) -> RankInfo:
+    """Join the process group that ``torchrun`` describes in the environment.
+
+    Args:
+        device_type: ``"cpu"`` (gloo backend), ``"cuda"`` (NCCL, GPU ``LOCAL_RANK`` for each
+            rank) or None: CUDA when this machine has a GPU for every local rank, else the CPU.
+        timeout_s: how long a collective waits for the other ranks before failing.
+    Returns:
+        A :class:`RankInfo`; with CUDA, the current CUDA device is set to the rank's GPU.
+    Raises:
+        ValueError: on rendezvous variables that are missing or wrong (``_rendezvous``), an
+            unknown device_type, or CUDA asked for with fewer GPUs than ranks on this machine.
+        RuntimeError: if this process is already in a process group.
+    """
+    rank, world_size, local_rank = _rendezvous()
     if device_type not in (None, "cpu", "cuda"):
         raise ValueError(
             f"device_type must be None, 'cpu' or 'cuda', got {device_type!r}"
@@ -271,11 +281,8 @@ def train_step(
 ) -> float:
     """One optimizer step on this rank's micro-batches, as a part of a global batch.
 
-    The loss is the mean cross-entropy over the non-pad target tokens of the *global* batch (all
-    micro-batches of all ranks): each micro-batch's token mean is weighted by its share of the
-    global token count, so the gradients, summed over micro-batches and ranks, are those of one
-    process on the whole global batch. (Averaging each rank's token *mean* instead would weight a
-    token by 1 / its shard's token count.)
+    The loss is the token mean of the *global* batch (all ranks' micro-batches): each micro-batch's
+    mean is weighted by its share of the global token count, as one process on the whole batch.
 
     Args:
         model: the replica, plain or wrapped in ``DistributedDataParallel``;
@@ -286,40 +293,28 @@ def train_step(
         grad_clip: maximum global gradient norm, applied to the summed gradient, or None.
         all_reduce_by_hand: sum gradients with :func:`all_reduce_gradients` (plain model only).
     Returns:
-        The loss on the global batch (the same float on every rank; 0.0 for a
-        batch of padding only).
+        The global batch's loss, the same float on every rank (0.0 if all padding).
     Raises:
-        ValueError: if micro_batches is empty, or all_reduce_by_hand is asked for a DDP model or
-            without a process group.
+        TypeError, ValueError: see :func:`~course_pkg.checks.check_micro_batches`.
     """
-    if len(micro_batches) == 0:
-        raise ValueError("micro_batches must hold at least one batch")
-    check_int("pad", pad)
-    check_grad_clip(grad_clip)
     is_ddp = isinstance(model, DistributedDataParallel)
     distributed = dist.is_available() and dist.is_initialized()
-    if all_reduce_by_hand and (is_ddp or not distributed):
-        raise ValueError(
-            "all_reduce_by_hand=True needs a plain (not DDP) model and a process group"
-        )
+    check_micro_batches(
+        micro_batches, all_reduce_by_hand, is_ddp, distributed, pad, grad_clip
+    )
     token_counts = [(tgt_out != pad).sum() for *_, tgt_out in micro_batches]
     global_tokens = torch.stack(token_counts).sum()
     if distributed:
         dist.all_reduce(global_tokens)
-    # A global batch of padding only has loss 0 (and no gradient), not 0/0.
-    global_tokens = global_tokens.clamp(min=1)
+    global_tokens = global_tokens.clamp(min=1)  # all padding: loss 0, not 0/0
     # DDP divides the summed gradients by the world size; the token shares already sum to 1.
     scale = dist.get_world_size() if is_ddp else 1
     optimizer.zero_grad(set_to_none=True)
     losses = []
     for i, (src, src_valid_len, tgt_in, tgt_out) in enumerate(micro_batches):
         # With DDP, gradients are all-reduced only on the last micro-batch's backward.
-        last = i == len(micro_batches) - 1
-        with (
-            model.no_sync()
-            if is_ddp and not last
-            else contextlib.nullcontext()
-        ):
+        defer = is_ddp and i < len(micro_batches) - 1
+        with model.no_sync() if defer else contextlib.nullcontext():
             Y_hat = model(src, tgt_in, src_valid_len)  # (B, T, V)
             loss = masked_cross_entropy(Y_hat, tgt_out, pad)
             # the share in the loss's dtype: a float32 share would limit float64 runs to 1e-8

@@ -66,25 +66,19 @@ def greedy_decode(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Decode by taking the most probable next token at every step.
 
-    Decoding stops when every row has produced <eos>, or after num_steps.
-
-    With ``use_cache=True`` the decoder is fed one new token per step together
-    with the state its previous call returned. With ``use_cache=False`` it
-    re-reads the whole prefix from a fresh ``init_state`` every step: slower,
-    but it needs nothing from the state, and the two paths must agree (the
-    decoder contract).
+    With ``use_cache=True`` the decoder reads one new token per step with the
+    state its previous call returned; with False it re-reads the whole prefix
+    from a fresh ``init_state`` (slower; the two must agree: the decoder
+    contract).
 
     Args:
         model: an EncoderDecoder. src: (B, T_src) source ids. src_valid_len:
-            (B,) source lengths.
-        bos, eos: the target vocabulary's <bos> and <eos> ids. num_steps: most
-            tokens to generate.
-        use_cache: see above.
+            (B,) source lengths. bos, eos: the target's <bos> and <eos> ids.
+        num_steps: most tokens to generate.
     Returns:
-        tokens (B, S) long with S <= num_steps (decoding stops when every row
-        has produced <eos>; positions after a row's <eos> hold <eos>), and the
-        decoder's attention weights (B, S, T_src) when it keeps them as one
-        tensor (row s: where the decoder looked to produce token s), else None.
+        tokens (B, S) with S <= num_steps (stops when every row has produced
+        <eos>; later positions hold <eos>), and the decoder's attention
+        weights (B, S, T_src) when it keeps them as one tensor, else None.
     Raises:
         TypeError/ValueError: on src or src_valid_len of the wrong type or
             shape, num_steps < 1.
@@ -96,12 +90,9 @@ def greedy_decode(
     with _eval_mode(model):
         enc_all_outputs = model.encoder(src, src_valid_len)
         state = model.decoder.init_state(enc_all_outputs, src_valid_len)
-        prefix = torch.full(
-            (batch_size, 1), bos, dtype=torch.long, device=src.device
-        )  # (B, 1 + s)
+        prefix = src.new_full((batch_size, 1), bos, dtype=torch.long)
         finished = torch.zeros(batch_size, dtype=torch.bool, device=src.device)
         step_weights: list[torch.Tensor] = []
-        weights = None
         for _ in range(num_steps):
             if use_cache:
                 Y, state = model.decoder(prefix[:, -1:], state)  # (B, 1, V)
@@ -114,17 +105,14 @@ def greedy_decode(
                     model.decoder.init_state(enc_all_outputs, src_valid_len),
                 )
             next_token = Y[:, -1].argmax(dim=-1)  # (B,)
-            next_token = torch.where(
-                finished, torch.full_like(next_token, eos), next_token
-            )
+            next_token = next_token.masked_fill(finished, eos)
             prefix = torch.cat((prefix, next_token.unsqueeze(1)), dim=1)
             finished |= next_token == eos
             if bool(finished.all()):
                 break
         if use_cache:
             weights = torch.cat(step_weights, dim=1) if step_weights else None
-        else:
-            # the last call read the whole prefix
+        else:  # the last call read the whole prefix
             weights = _decoder_weights(model)
     return prefix[:, 1:], weights
 
@@ -202,10 +190,8 @@ def _beam_search_one(
     src_valid_len: torch.Tensor | list[None],
     beam: _Beam,
 ) -> list[int]:
-    """Beam search for one source (1, T): the best hypothesis' ids.
-
-    The ids end with <eos> if the hypothesis finished.
-    """
+    """Beam search for one source (1, T): the best hypothesis' ids (ending
+    with <eos> if it finished)."""
     bos, eos, num_steps, beam_size, alpha = beam
     device = src.device
     lens = src_valid_len  # (1,), or [None]: every position is valid
@@ -227,8 +213,7 @@ def _beam_search_one(
         Y, _ = model.decoder(prefixes, state)
         log_probs = _log_softmax(Y[:, -1])  # (beam_size, V)
         vocab_size = log_probs.shape[-1]
-        # (beam_size * V,)
-        candidates = (scores[:, None] + log_probs).flatten()
+        candidates = (scores[:, None] + log_probs).flatten()  # (beam * V,)
         top = candidates.topk(min(beam_size, candidates.numel()))
         alive = []  # (row, token, score) of the extensions that go on
         for score, flat_id in zip(top.values.tolist(), top.indices.tolist()):
@@ -236,9 +221,7 @@ def _beam_search_one(
                 break
             row, token = divmod(flat_id, vocab_size)
             ids = prefixes[row, 1:].tolist() + [token]
-            if token == eos:
-                finished.append((score / length**alpha, ids))
-            elif length == num_steps:  # out of steps: compete unfinished
+            if token == eos or length == num_steps:  # out of steps: compete
                 finished.append((score / length**alpha, ids))
             else:
                 alive.append((row, token, score))

@@ -24,6 +24,7 @@ gets weight 0 on every key, so its output is zeros, never NaN.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -41,6 +42,62 @@ from course_pkg.masks import hide_unseen, masked_softmax
 from course_pkg.rotary import RotaryEmbedding
 
 # --------------------------------------------------------- blockwise attention
+
+
+def _check_blockwise(
+    queries: Any,
+    keys: Any,
+    values: Any,
+    block_size: Any,
+    causal: Any,
+    valid_lens: Any,
+) -> None:
+    """The checks of :func:`blockwise_attention`."""
+    _check_shape("queries", queries, "BHQd", (None,) * 4)
+    batch_size, num_heads, num_queries, head_width = queries.shape
+    _check_shape(
+        "keys", keys, "BHKd", (batch_size, num_heads, None, head_width)
+    )
+    num_keys = keys.shape[2]
+    _check_shape(
+        "values", values, "BHKv", (batch_size, num_heads, num_keys, None)
+    )
+    check_same_float_dtype(queries=queries, keys=keys, values=values)
+    if not isinstance(block_size, int) or isinstance(block_size, bool):
+        raise TypeError(
+            f"block_size must be an int, got {type(block_size).__name__}"
+        )
+    if block_size < 1:
+        raise ValueError(f"block_size must be >= 1, got {block_size}")
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
+    if causal and num_keys < num_queries:
+        raise ValueError(
+            f"causal attention needs K >= Q, got Q={num_queries}, K={num_keys}"
+        )
+    check_valid_lens(
+        "valid_lens", valid_lens, batch_size, num_keys, num_queries=num_queries
+    )
+
+
+def _block_mask(
+    start: int,
+    end: int,
+    lens: torch.Tensor | None,
+    last_seen: torch.Tensor | None,
+    device: torch.device,
+) -> torch.Tensor | None:
+    """Which queries may attend to keys start..end - 1: None (all), or
+    (B or 1, 1, Q or 1, block) bool from the lengths lens (B, 1 or Q) and
+    the last key each query sees, last_seen (Q, 1)."""
+    key_positions = torch.arange(start, end, device=device)
+    mask = None
+    if lens is not None:
+        mask = key_positions < lens[..., None]
+    if last_seen is not None:
+        causal_block = (key_positions <= last_seen)[None]  # (1, Q, block)
+        mask = causal_block if mask is None else mask & causal_block
+    return None if mask is None else mask[:, None]  # a head axis
 
 
 def blockwise_attention(
@@ -81,32 +138,9 @@ def blockwise_attention(
         ValueError: on shapes that do not fit each other, block_size < 1,
             causal with K < Q, or valid_lens outside [0, K].
     """
-    _check_shape("queries", queries, "BHQd", (None,) * 4)
+    _check_blockwise(queries, keys, values, block_size, causal, valid_lens)
     batch_size, num_heads, num_queries, head_width = queries.shape
-    _check_shape(
-        "keys", keys, "BHKd", (batch_size, num_heads, None, head_width)
-    )
     num_keys = keys.shape[2]
-    _check_shape(
-        "values", values, "BHKv", (batch_size, num_heads, num_keys, None)
-    )
-    check_same_float_dtype(queries=queries, keys=keys, values=values)
-    if not isinstance(block_size, int) or isinstance(block_size, bool):
-        raise TypeError(
-            f"block_size must be an int, got {type(block_size).__name__}"
-        )
-    if block_size < 1:
-        raise ValueError(f"block_size must be >= 1, got {block_size}")
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
-    if causal and num_keys < num_queries:
-        raise ValueError(
-            f"causal attention needs K >= Q, got Q={num_queries}, K={num_keys}"
-        )
-    check_valid_lens(
-        "valid_lens", valid_lens, batch_size, num_keys, num_queries=num_queries
-    )
-
     scale = 1.0 / math.sqrt(head_width)
     lens = None
     if valid_lens is not None:  # (B, 1) or (B, Q)
@@ -138,15 +172,8 @@ def blockwise_attention(
             block_values = hide_unseen(block_values, block_seen)
         # (B, H, Q, block): the only score matrix, one block wide.
         scores = queries @ block_keys.transpose(2, 3) * scale
-        key_positions = torch.arange(start, end, device=queries.device)
-        mask = None  # or (B or 1, Q or 1, block): True = may attend
-        if lens is not None:
-            mask = key_positions < lens[..., None]
-        if last_seen is not None:
-            causal_block = (key_positions <= last_seen)[None]  # (1, Q, block)
-            mask = causal_block if mask is None else mask & causal_block
-        if mask is not None:
-            mask = mask[:, None]  # a head axis
+        mask = _block_mask(start, end, lens, last_seen, queries.device)
+        if mask is not None:  # (B or 1, 1, Q or 1, block): True = may attend
             scores = scores.masked_fill(~mask, lowest)
         new_max = torch.maximum(running_max, scores.amax(-1, keepdim=True))
         weights = torch.exp(scores - new_max)  # (B, H, Q, block)
@@ -173,9 +200,10 @@ class GroupedQueryAttention(MultiHeadAttention):
     ``torch.nn.functional.scaled_dot_product_attention(..., enable_gqa=True)``.
     With num_kv_heads == H it is :class:`course_pkg.attention.MultiHeadAttention`
     (same parameter names and shapes); with num_kv_heads == 1 it is
-    multi-query attention. It inherits ``forward`` and the checks of
+    multi-query attention. It inherits the checks of
     :class:`~course_pkg.attention.MultiHeadAttention`; what differs is the
-    cache (the key/value heads, each d wide) and :meth:`attend`.
+    cache (the key/value heads, each d wide) and :meth:`attend`, through
+    which ``forward`` goes.
 
     Args:
         num_hiddens: D, the width of the query projection and of the output;
@@ -240,6 +268,28 @@ class GroupedQueryAttention(MultiHeadAttention):
         self.rotary = rotary or None
         self.alibi = alibi
 
+    def forward(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        valid_lens: torch.Tensor | None = None,
+        *,
+        causal: bool = False,
+        need_weights: bool = True,
+    ) -> torch.Tensor:
+        """As :meth:`~course_pkg.attention.MultiHeadAttention.forward`
+        (queries (B, Q, query_size) -> (B, Q, D)), through :meth:`cache` and
+        :meth:`attend`."""
+        self._check(queries, keys, values, valid_lens, causal, projected=False)
+        return self.attend(
+            queries,
+            self.cache(keys, values),
+            valid_lens,
+            causal=causal,
+            need_weights=need_weights,
+        )
+
     def kv_cache_numel(self, batch_size: int, num_steps: int) -> int:
         """Number of cached numbers for batch_size sequences of num_steps
         positions: 2 (keys and values) * B * T * num_kv_heads * d.
@@ -291,20 +341,14 @@ class GroupedQueryAttention(MultiHeadAttention):
         causal: bool = False,
         need_weights: bool = True,
     ) -> torch.Tensor:
-        """Attend from new queries over the key/value heads of a cache.
+        """Attend from new queries (B, Q, query_size), not yet projected,
+        over the key/value heads of a cache (keys and values (B, G, K, d)
+        from :meth:`cache`) -> (B, Q, D).
 
-        Args:
-            queries: (B, Q, query_size), not yet projected.
-            cache: keys and values (B, G, K, d) from :meth:`cache`.
-            valid_lens: None, (B,) or (B, Q) numbers of valid keys.
-            causal: as in ``forward``; the queries are the last Q of the K
-                positions.
-            need_weights: ignored: this layer always computes its weights.
-        Returns:
-            (B, Q, D).
-        Raises:
-            TypeError, ValueError: on inputs that do not fit each other or
-                the layer (checked here too: blocks call it directly).
+        valid_lens (None, (B,) or (B, Q)) and causal as in ``forward``, the
+        queries being the last Q of the K positions; need_weights is ignored
+        (the weights are always kept). Raises TypeError, ValueError on inputs
+        that do not fit (checked here too: blocks call it directly).
         """
         self._check_attend(queries, cache, valid_lens, causal)
         keys, values = cache

@@ -30,9 +30,8 @@ from torch import nn
 from course_pkg.attention import KVCache
 from course_pkg.checks import (
     check_features,
-    check_ids,
-    check_positive_int,
-    check_positive_number,
+    check_generation,
+    check_sampling,
     check_token_ids,
 )
 from course_pkg.positional import LearnedPositionalEncoding, PositionalEncoding
@@ -264,7 +263,7 @@ def next_token_probs(
         raise ValueError(
             f"logits must have shape (B, V), got {tuple(logits.shape)}"
         )
-    _check_sampling(temperature, top_k, top_p)
+    check_sampling(temperature, top_k, top_p)
     if logits.device.type == "cpu" and logits.isneginf().all(-1).any():
         raise ValueError("logits must have a finite score in every row")
     scores = logits.to(torch.promote_types(logits.dtype, torch.float32))
@@ -285,18 +284,6 @@ def next_token_probs(
     return probs / probs.sum(dim=-1, keepdim=True)
 
 
-def _check_sampling(
-    temperature: float, top_k: int | None, top_p: float | None
-) -> None:
-    check_positive_number("temperature", temperature)
-    if top_k is not None:
-        check_positive_int("top_k", top_k)
-    if top_p is not None:
-        check_positive_number("top_p", top_p)
-        if top_p > 1:
-            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
-
-
 def generate(
     model: GPT,
     prompt: torch.Tensor,
@@ -310,52 +297,29 @@ def generate(
 ) -> torch.Tensor:
     """Continue every prompt by sampling one token at a time.
 
-    Each step draws from :func:`next_token_probs`; top_k=1 takes the most
-    probable token (greedy decoding) and draws nothing. With use_cache the
-    model reads only the new token at each step, with the keys and values of
-    the earlier ones; without it, it re-reads the whole sequence. Greedy
-    decoding gives the same tokens either way.
+    Each step draws from :func:`next_token_probs` (top_k=1: greedy). With
+    use_cache the model reads only the new token, with the cached keys and
+    values of the earlier ones; without, the whole sequence again.
 
     Args:
-        model: a :class:`GPT` (put in eval mode for the call, then restored).
+        model: a :class:`GPT` (in eval mode for the call, then restored).
         prompt: (B, T0) token ids, 1 <= T0 <= max_len.
         max_new_tokens: most tokens to add, >= 0, T0 + it <= max_len.
         temperature, top_k, top_p: see :func:`next_token_probs`.
-        eos: None, or an id that ends a row: later positions of that row
-            hold eos, and generation stops when every row has ended.
-        generator: the random source of the draws (for repeatable samples).
-        use_cache: use the key/value cache.
+        eos: None, or an id that ends a row (later positions hold eos; all
+            rows ended stops). generator: the random source of the draws.
     Returns:
         (B, T0 + n) ids: the prompt and n <= max_new_tokens new tokens.
-    Raises:
-        TypeError/ValueError: naming the argument, before any computation.
     """
     if not isinstance(model, GPT):
         raise TypeError(f"model must be a GPT, got {type(model).__name__}")
-    check_token_ids("prompt", prompt, model.vocab_size, min_steps=1)
-    if prompt.shape[1] > model.max_len:
-        raise ValueError(
-            f"prompt has length {prompt.shape[1]}, more than the model's "
-            f"max_len={model.max_len}"
-        )
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
-        raise TypeError("max_new_tokens must be an int")
-    if max_new_tokens < 0 or prompt.shape[1] + max_new_tokens > model.max_len:
-        raise ValueError(
-            f"max_new_tokens must be in [0, max_len - T0] = [0, "
-            f"{model.max_len - prompt.shape[1]}], got {max_new_tokens}"
-        )
-    _check_sampling(temperature, top_k, top_p)
-    if eos is not None:
-        check_ids(eos=eos)
-    if eos is not None and eos >= model.vocab_size:
-        raise ValueError(f"eos must be in [0, {model.vocab_size}), got {eos}")
+    check_generation(
+        model, prompt, max_new_tokens, temperature, top_k, top_p, eos
+    )
     was_training = model.training
     model.eval()
     tokens = prompt
-    finished = torch.zeros(
-        prompt.shape[0], dtype=torch.bool, device=prompt.device
-    )
+    finished = prompt.new_zeros(prompt.shape[0], dtype=torch.bool)
     try:
         with torch.no_grad():
             scores, cache = model.forward_with_cache(

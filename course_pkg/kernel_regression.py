@@ -121,6 +121,52 @@ def _check_vector(name: str, value: Any, letter: str) -> None:
     check_float_dtype(name, value)
 
 
+def _check_pooling(
+    x_train: Any, y_train: Any, x_query: Any, kernel: Any, width: Any
+) -> None:
+    """The checks of :func:`nadaraya_watson`."""
+    if kernel not in KERNELS:
+        raise ValueError(
+            f"kernel must be one of {sorted(KERNELS)}, got {kernel!r}"
+        )
+    check_positive_number("width", width)
+    _check_vector("x_train", x_train, "K")
+    _check_vector("y_train", y_train, "K")
+    _check_vector("x_query", x_query, "Q")
+    check_same_device(x_train=x_train, y_train=y_train, x_query=x_query)
+    if y_train.shape != x_train.shape:
+        raise ValueError(
+            f"y_train must have shape (K,)=({x_train.shape[0]},) like x_train, got {tuple(y_train.shape)}"
+        )
+    if x_train.shape[0] == 0:
+        raise ValueError("x_train must hold at least one key, got shape (0,)")
+
+
+def _rows_of_keys(
+    queries: Any, keys: Any, values: Any
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Check queries (Q,), keys and values (K,) or (Q, K) of one shape, and
+    give keys and values as (Q, K) (a (K,) one shared by every query)."""
+    _check_vector("queries", queries, "Q")
+    check_floats("keys", keys)
+    check_floats("values", values)
+    check_same_device(queries=queries, keys=keys, values=values)
+    num_queries = queries.shape[0]
+    if keys.dim() == 1:
+        keys = keys.unsqueeze(0).expand(num_queries, -1)  # (Q, K)
+    if keys.dim() != 2 or keys.shape[0] != num_queries:
+        raise ValueError(
+            f"keys must have shape (K,) or (Q, K) with Q={num_queries}, got {tuple(keys.shape)}"
+        )
+    if values.dim() == 1:
+        values = values.unsqueeze(0).expand(num_queries, -1)
+    if values.shape != keys.shape:
+        raise ValueError(
+            f"values must have the shape of keys, (Q, K)={tuple(keys.shape)}, got {tuple(values.shape)}"
+        )
+    return keys, values
+
+
 def nadaraya_watson(
     x_train: torch.Tensor,
     y_train: torch.Tensor,
@@ -139,12 +185,10 @@ def nadaraya_watson(
     to 0.
 
     Args:
-        x_train: (K,) keys, the training inputs.
-        y_train: (K,) values, the training targets.
-        x_query: (Q,) queries.
+        x_train: (K,) keys, the training inputs. y_train: (K,) values, the
+            training targets. x_query: (Q,) queries.
         kernel: one of the names in ``KERNELS``.
-        width: positive bandwidth; a smaller width makes the weights more
-            local.
+        width: positive bandwidth; a smaller one makes the weights more local.
     Returns:
         y_hat: (Q,) predictions.
         attention_weights: (Q, K) weights; each row sums to 1, or is all 0
@@ -152,25 +196,10 @@ def nadaraya_watson(
         Both on the inputs' device, in their (promoted) dtype.
     Raises:
         ValueError: on an unknown kernel, a width that is not positive, K = 0,
-            or shapes that do not fit.
-        TypeError: on arguments that are not floating-point tensors or a width
-            that is not a number.
+            or shapes that do not fit. TypeError: on arguments that are not
+            floating-point tensors or a width that is not a number.
     """
-    if kernel not in KERNELS:
-        raise ValueError(
-            f"kernel must be one of {sorted(KERNELS)}, got {kernel!r}"
-        )
-    check_positive_number("width", width)
-    _check_vector("x_train", x_train, "K")
-    _check_vector("y_train", y_train, "K")
-    _check_vector("x_query", x_query, "Q")
-    check_same_device(x_train=x_train, y_train=y_train, x_query=x_query)
-    if y_train.shape != x_train.shape:
-        raise ValueError(
-            f"y_train must have shape (K,)=({x_train.shape[0]},) like x_train, got {tuple(y_train.shape)}"
-        )
-    if x_train.shape[0] == 0:
-        raise ValueError("x_train must hold at least one key, got shape (0,)")
+    _check_pooling(x_train, y_train, x_query, kernel, width)
     u = (x_query[:, None] - x_train[None, :]) / width  # (Q, K)
     if kernel == "gaussian":
         attention_weights = torch.softmax(-(u**2) / 2, dim=1)
@@ -308,23 +337,7 @@ class NWKernelRegression(nn.Module):
             ValueError/TypeError: if keys is not (K,) or (Q, K), or values does
                 not match keys.
         """
-        _check_vector("queries", queries, "Q")
-        check_floats("keys", keys)
-        check_floats("values", values)
-        check_same_device(queries=queries, keys=keys, values=values)
-        num_queries = queries.shape[0]
-        if keys.dim() == 1:
-            keys = keys.unsqueeze(0).expand(num_queries, -1)  # (Q, K)
-        if keys.dim() != 2 or keys.shape[0] != num_queries:
-            raise ValueError(
-                f"keys must have shape (K,) or (Q, K) with Q={num_queries}, got {tuple(keys.shape)}"
-            )
-        if values.dim() == 1:
-            values = values.unsqueeze(0).expand(num_queries, -1)
-        if values.shape != keys.shape:
-            raise ValueError(
-                f"values must have the shape of keys, (Q, K)={tuple(keys.shape)}, got {tuple(values.shape)}"
-            )
+        keys, values = _rows_of_keys(queries, keys, values)  # (Q, K) each
         u = (queries[:, None] - keys) / self.width  # (Q, K)
         self.attention_weights = torch.softmax(-(u**2) / 2, dim=1)
         return (self.attention_weights * values).sum(dim=1)

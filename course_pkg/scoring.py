@@ -24,6 +24,7 @@ from course_pkg.checks import (
     check_attention_inputs,
     check_fused_inputs,
     check_last_dim,
+    check_luong_score,
     check_probability,
     check_shape,
     check_sizes,
@@ -33,14 +34,11 @@ from course_pkg.masks import attention_mask, hide_unseen, masked_softmax
 
 class ScoredAttention(nn.Module):
     """Attention from a score function: the weights are the masked softmax
-    of ``scores(queries, keys)``, the output their average of the values.
-
-    Subclasses define :meth:`scores`; :class:`AdditiveAttention` and
-    :class:`LuongAttention` are two.
+    of ``scores(queries, keys)`` (a subclass's, e.g. :class:`LuongAttention`),
+    the output their average of the values.
 
     Args:
-        query_size: d_q. key_size: d_k.
-        dropout: dropout probability on the attention weights.
+        query_size: d_q. key_size: d_k. dropout: on the attention weights.
     Attributes:
         attention_weights: (B, Q, K) weights of the last forward call.
     """
@@ -90,8 +88,7 @@ class ScoredAttention(nn.Module):
         Returns:
             (B, Q, d_v).
         Raises:
-            TypeError, ValueError: on inputs that do not fit each other or
-                the layer (see :func:`course_pkg.checks.check_attention_inputs`).
+            TypeError, ValueError: see :func:`~course_pkg.checks.check_attention_inputs`.
         """
         check_attention_inputs(
             queries,
@@ -164,17 +161,15 @@ class AdditiveAttention(ScoredAttention):
 class DotProductAttention(nn.Module):
     """Scaled dot-product attention: softmax(Q K^T / sqrt(d)) V.
 
-    Two paths give the same numbers (within 1e-5 in float32). With
-    ``need_weights=True`` (default) the weights are computed explicitly and
-    kept in ``attention_weights`` for plots; with ``need_weights=False`` the
-    fused :func:`fused_attention` is used, which never stores the (B, Q, K)
-    matrix and is faster, and ``attention_weights`` is None.
+    ``need_weights=True`` (default) computes the weights explicitly and keeps
+    them in ``attention_weights`` for plots; ``need_weights=False`` calls the
+    faster :func:`fused_attention`, which stores no (B, Q, K) matrix. Both
+    give the same numbers within 1e-5 in float32.
 
     Args:
-        dropout: dropout probability on the attention weights.
+        dropout: on the attention weights.
     Attributes:
-        attention_weights: (B, Q, K) weights of the last forward call, or None
-            after a fused call.
+        attention_weights: (B, Q, K) of the last call (None after a fused one).
     """
 
     def __init__(self, dropout: float = 0.0):
@@ -193,22 +188,16 @@ class DotProductAttention(nn.Module):
         causal: bool = False,
         need_weights: bool = True,
     ) -> torch.Tensor:
-        """Attend.
+        """Attend: queries (B, Q, d), keys (B, K, d), values (B, K, d_v) ->
+        (B, Q, d_v).
 
         Args:
-            queries: (B, Q, d).
-            keys: (B, K, d).
-            values: (B, K, d_v).
             valid_lens: None, (B,) or (B, Q) numbers of valid keys.
-            causal: hide keys after each query (see
-                :func:`course_pkg.masks.causal_mask`).
-            need_weights: compute and keep the weights (explicit path) or not
-                (fused path).
-        Returns:
-            (B, Q, d_v).
+            causal: hide keys after each query. need_weights: explicit path
+                (keeps the weights) or fused path.
         Raises:
-            TypeError, ValueError: on inputs that do not fit each other, or
-                causal with K < Q.
+            TypeError, ValueError: on inputs that do not fit (or K < Q when
+                causal).
         """
         check_attention_inputs(
             queries, keys, values, valid_lens, causal=causal
@@ -216,26 +205,20 @@ class DotProductAttention(nn.Module):
         check_last_dim(
             "keys", keys, queries.shape[-1], "(B, K, d) with d that of queries"
         )
+        if not need_weights:
+            self.attention_weights = None
+            p = self.dropout.p if self.training else 0.0
+            return fused_attention(
+                queries, keys, values, valid_lens, causal, p
+            )
         d = queries.shape[-1]
-        if need_weights:
-            scores = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(
-                d
-            )  # (B, Q, K)
-            self.attention_weights = masked_softmax(scores, valid_lens, causal)
-            mask = attention_mask(
-                valid_lens, *scores.shape[1:], causal, values.device
-            )
-            return torch.bmm(
-                self.dropout(self.attention_weights), hide_unseen(values, mask)
-            )
-        self.attention_weights = None
-        return fused_attention(
-            queries,
-            keys,
-            values,
-            valid_lens,
-            causal,
-            self.dropout.p if self.training else 0.0,
+        scores = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(d)
+        self.attention_weights = masked_softmax(scores, valid_lens, causal)
+        mask = attention_mask(
+            valid_lens, *scores.shape[1:], causal, values.device
+        )
+        return torch.bmm(
+            self.dropout(self.attention_weights), hide_unseen(values, mask)
         )
 
 
@@ -316,19 +299,7 @@ class LuongAttention(ScoredAttention):
         num_hiddens: int | None = None,
         dropout: float = 0.0,
     ):
-        if not isinstance(score, str):
-            raise TypeError(f"score must be a str, got {type(score).__name__}")
-        if num_hiddens is not None:
-            check_sizes(num_hiddens=num_hiddens)
-        if score not in ("dot", "general", "concat"):
-            raise ValueError(
-                f"score must be 'dot', 'general' or 'concat', got {score!r}"
-            )
-        if score == "dot" and query_size != key_size:
-            raise ValueError(
-                "score='dot' needs query_size == key_size, "
-                f"got {query_size} and {key_size}"
-            )
+        check_luong_score(score, query_size, key_size, num_hiddens)
         super().__init__(query_size, key_size, dropout)
         self.score = score
         if score == "general":

@@ -256,17 +256,8 @@ class AttentionGRUDecoder(Decoder):
         enc_valid_lens: torch.Tensor | None = None,
         *args: Any,
     ) -> AttentionGRUState:
-        """Keep every encoder output for the attention.
-
-        Args:
-            enc_all_outputs: encoder (outputs (T, B, D), state (L, B, D)).
-            enc_valid_lens: None or (B,) source lengths.
-        Returns:
-            An :class:`AttentionGRUState`.
-        Raises:
-            TypeError/ValueError: if enc_valid_lens is not None or (B,)
-                integer lengths in [0, T] on the outputs' device.
-        """
+        """Encoder (outputs (T, B, D), state (L, B, D)) and (B,) source
+        lengths -> an :class:`AttentionGRUState`; keeps every output."""
         outputs, state = enc_all_outputs
         check_valid_lens(
             "enc_valid_lens",
@@ -277,6 +268,31 @@ class AttentionGRUDecoder(Decoder):
         return AttentionGRUState(
             outputs.transpose(0, 1), state, enc_valid_lens
         )
+
+    def forward(self, X: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
+        """Score the next token after every prefix of X.
+
+        Args:
+            X: (B, Q) target ids (teacher forcing: the reference shifted
+                right, starting with <bos>).
+            state: from :meth:`init_state` or the previous call.
+        Returns:
+            Y (B, Q, V) scores and the new state; :attr:`attention_weights`
+            then holds (B, Q, T).
+        Raises:
+            TypeError, ValueError: on ids outside [0, V) or a state that does
+                not fit (checked before any computation).
+        """
+        check_token_ids("X", X, self.embedding, min_steps=1)
+        self._check_state(state, X.shape[0])
+        embs = self.embedding(X.t().long())  # (Q, B, E)
+        Y, self._attention_weights, new_state = self._decode(embs, *state)
+        return Y, new_state
+
+    @property
+    def attention_weights(self) -> torch.Tensor | None:
+        """(B, Q, T) weights of the last forward call; row s: step s."""
+        return self._attention_weights
 
     def _check_state(self, state: Any, batch_size: int) -> None:
         """Check the state's fields against X's batch (B)."""
@@ -299,32 +315,6 @@ class AttentionGRUDecoder(Decoder):
             like=("state.enc_outputs", enc_outputs),
         )
 
-    def forward(self, X: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
-        """Score the next token after every prefix of X.
-
-        Args:
-            X: (B, Q) target ids (teacher forcing: the reference shifted
-                right, starting with <bos>).
-            state: from :meth:`init_state` or the previous call.
-        Returns:
-            Y (B, Q, V) scores and the new state; :attr:`attention_weights`
-            then holds (B, Q, T).
-        Raises:
-            TypeError, ValueError: if X is not a (B, Q) tensor of ids in
-                [0, V), the state does not fit, or a valid length is outside
-                [0, T] (all checked before any computation).
-        """
-        check_token_ids("X", X, self.embedding, min_steps=1)
-        self._check_state(state, X.shape[0])
-        embs = self.embedding(X.t().long())  # (Q, B, E)
-        Y, self._attention_weights, new_state = self._decode(embs, *state)
-        return Y, new_state
-
-    @property
-    def attention_weights(self) -> torch.Tensor | None:
-        """(B, Q, T) weights of the last forward call; row s: step s."""
-        return self._attention_weights
-
 
 class Seq2SeqAttentionDecoder(AttentionGRUDecoder):
     """A GRU decoder with Bahdanau (additive) attention on encoder outputs.
@@ -332,14 +322,11 @@ class Seq2SeqAttentionDecoder(AttentionGRUDecoder):
     Before each step, the last layer's hidden state (the query) attends over
     the encoder outputs (keys = values); the resulting context is concatenated
     to the token embedding as GRU input. Source padding is masked with the
-    source valid lengths, so pads get weight exactly 0. State, checks and
-    ``forward`` are those of :class:`AttentionGRUDecoder` above.
+    source valid lengths, so pads get weight exactly 0.
 
     Args:
-        vocab_size: V. embed_size: E. num_hiddens: D (must equal the
-            encoder's).
-        num_layers: L (must equal the encoder's). dropout: between GRU layers
-            and on the attention weights.
+        vocab_size: V. embed_size: E. num_hiddens: D and num_layers: L (both
+            the encoder's). dropout: between GRU layers and on the weights.
     """
 
     def __init__(

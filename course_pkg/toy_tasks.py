@@ -73,10 +73,8 @@ def neighbour_batch(
 
 class NeighbourReader(nn.Module):
     """One multi-head attention layer, then two V-way classifiers (left and
-    right neighbour).
-
-    The input at each position is [one-hot token; one-hot position], so the
-    attention can find a neighbour by its position.
+    right neighbour). The input at each position is [one-hot token; one-hot
+    position], so the attention can find a neighbour by its position.
 
     Args:
         num_heads: H. vocab_size: V. num_steps: T, the (fixed) length.
@@ -105,11 +103,8 @@ class NeighbourReader(nn.Module):
         self.readout = nn.Linear(num_hiddens, 2 * vocab_size)
 
     def features(self, tokens: torch.Tensor) -> torch.Tensor:
-        """The attention's input: tokens (B, T) -> (B, T, V + T) one-hots.
-
-        Raises:
-            TypeError, ValueError: if tokens is not (B, T) ids in [0, V).
-        """
+        """The attention's input: tokens (B, T) ids in [0, V) -> (B, T, V + T)
+        one-hots (TypeError, ValueError on other tokens)."""
         check_token_ids("tokens", tokens, self.vocab_size)
         check_module_input("tokens", tokens, self)
         if tokens.shape[1] != self.num_steps:
@@ -127,13 +122,8 @@ class NeighbourReader(nn.Module):
         )
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Scores of the two neighbours.
-
-        Args:
-            tokens: (B, T) ids.
-        Returns:
-            (B, T, 2, V): index 0 scores the left neighbour, 1 the right.
-        """
+        """Scores of the two neighbours: tokens (B, T) -> (B, T, 2, V), index
+        0 scoring the left neighbour, 1 the right."""
         X = self.features(tokens)
         return self.readout(self.attention(X, X, X)).reshape(
             *tokens.shape, 2, self.vocab_size

@@ -35,11 +35,11 @@ from course_pkg.checks import (
     check_integer_dtype,
     check_logits,
     check_positive_int,
-    check_positive_number,
     check_probability,
     check_range,
     check_same_device,
     check_tensor,
+    check_training,
 )
 
 # -------------------------------------------------------------------- the loss
@@ -204,14 +204,17 @@ def training_record(
     start: float,
     epoch_loss: list[float],
     step_loss: list[float],
+    num_tokens: int | None = None,
 ) -> dict[str, Any]:
     """End a training run: wait for the device, put the model in eval mode.
 
     Args:
         start: the ``time.perf_counter()`` of the run's start.
         epoch_loss, step_loss: the losses recorded.
+        num_tokens: None, or the (non-pad target) tokens trained on.
     Returns:
-        dict with ``epoch_loss``, ``step_loss`` and ``train_seconds``.
+        dict with ``epoch_loss``, ``step_loss`` and ``train_seconds``, and
+        with num_tokens also ``tokens_per_s`` and ``num_tokens``.
     """
     check_finite_number("start", start)
     device = _model_device(model)
@@ -219,11 +222,34 @@ def training_record(
         torch.cuda.synchronize(device)
     seconds = time.perf_counter() - start
     model.eval()
-    return {
+    record = {
         "epoch_loss": epoch_loss,
         "step_loss": step_loss,
         "train_seconds": seconds,
     }
+    if num_tokens is not None:
+        record["tokens_per_s"] = (
+            num_tokens / seconds if seconds > 0 else float("nan")
+        )
+        record["num_tokens"] = num_tokens
+    return record
+
+
+def _pad_and_device(
+    model: nn.Module, tgt_vocab_or_pad: Any, device: Any, bf16: bool
+) -> tuple[int, torch.device]:
+    """:func:`train_seq2seq`'s pad id and device (None: the model's),
+    checked: an int pad, a device that exists, bf16 only on CUDA."""
+    pad = getattr(tgt_vocab_or_pad, "pad", tgt_vocab_or_pad)
+    check_int("tgt_vocab_or_pad (or its .pad)", pad)
+    device = (
+        _model_device(model)
+        if device is None
+        else check_device("device", device)
+    )
+    if bf16 and device.type != "cuda":
+        raise ValueError(f"bf16=True needs a CUDA device, got {device}")
+    return pad, device
 
 
 def train_seq2seq(
@@ -244,60 +270,32 @@ def train_seq2seq(
     """Train an encoder–decoder: teacher forcing, Adam, gradient clipping.
 
     Args:
-        model: an ``EncoderDecoder``; ``model(src, tgt_in, src_valid_len)``
-            must return (B, T, V).
-        train_iter: re-iterable over batches ``(src (B, T), src_valid_len (B,),
-            tgt_in (B, T), tgt_out (B, T))``.
+        model: ``model(src, tgt_in, src_valid_len)`` returns (B, T, V).
+        train_iter: re-iterable over batches (src (B, T), src_valid_len (B,),
+            tgt_in (B, T), tgt_out (B, T)).
         lr: Adam's learning rate. num_epochs: passes over train_iter.
-        tgt_vocab_or_pad: the target vocabulary (its ``.pad`` is used) or the
-            pad id itself.
-        device: where to train; the model and every batch are moved there.
-            None: the model's device.
-        grad_clip: maximum global gradient norm, or None for no clipping.
-        bf16: run forward passes under bfloat16 autocast. CUDA only: a CPU bf16
-            autocast is slow on most CPUs and would change the chapters' stored
-            numbers, so it is refused rather than ignored.
-        progress: show a tqdm bar over epochs; None shows it only when stderr
-            is a terminal.
-        optimizer: an optimizer over model's parameters to continue with (e.g.
-            restored by :func:`~course_pkg.checkpoint.load_checkpoint`); None makes a fresh
-            ``Adam(lr=lr)``.
-        scheduler: None, or a scheduler of that optimizer stepped after every
-            batch (e.g. :func:`warmup_inverse_sqrt`).
-        label_smoothing: eps of :func:`masked_cross_entropy`.
+        tgt_vocab_or_pad: the target vocabulary (its ``.pad``) or the pad id.
+        device: where to train (None: the model's). grad_clip: the largest
+            global gradient norm, or None. bf16: bfloat16 autocast, CUDA only.
+        progress: a tqdm bar over epochs (None: only on a terminal).
+        optimizer: one to continue with; None makes ``Adam(lr=lr)``.
+        scheduler: stepped after every batch (e.g. :func:`warmup_inverse_sqrt`),
+            or None. label_smoothing: eps of :func:`masked_cross_entropy`.
     Returns:
-        dict with ``epoch_loss`` (list, token-weighted mean loss per epoch),
-        ``step_loss`` (list, one per batch), ``train_seconds``,
-        ``tokens_per_s`` (non-pad target tokens per second) and ``num_tokens``.
-        The model is left in eval mode.
+        :func:`training_record`'s dict (``epoch_loss``: token-weighted mean
+        per epoch, ``step_loss``, ``tokens_per_s``, ...); the model is left
+        in eval mode.
     Raises:
-        TypeError: if num_epochs or the pad id is not an int, or lr or
-            grad_clip is not a number.
-        ValueError: if num_epochs < 0, lr or grad_clip is not finite and > 0,
-            or bf16 is asked for off CUDA.
+        TypeError, ValueError: see :func:`~course_pkg.checks.check_training`;
+            ValueError for bf16 off CUDA.
     """
-    check_int("num_epochs", num_epochs)
-    if num_epochs < 0:
-        raise ValueError(f"num_epochs must be >= 0, got {num_epochs}")
-    check_positive_number("lr", lr)
-    if grad_clip is not None:
-        check_positive_number("grad_clip", grad_clip)
-    pad = getattr(tgt_vocab_or_pad, "pad", tgt_vocab_or_pad)
-    check_int("tgt_vocab_or_pad (or its .pad)", pad)
-    device = (
-        _model_device(model)
-        if device is None
-        else check_device("device", device)
-    )
-    if bf16 and device.type != "cuda":
-        raise ValueError(f"bf16=True needs a CUDA device, got {device}")
+    check_training(num_epochs, lr, grad_clip)
+    pad, device = _pad_and_device(model, tgt_vocab_or_pad, device, bf16)
     model.to(device)
     if optimizer is None:
         optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     show = sys.stderr.isatty() if progress is None else progress
-    epoch_loss: list[float] = []
-    step_loss: list[float] = []
-    num_tokens = 0
+    epoch_loss, step_loss, num_tokens = [], [], 0
     model.train()
     start = time.perf_counter()
     for _ in tqdm(range(num_epochs), desc="epochs", disable=not show):
@@ -317,10 +315,4 @@ def train_seq2seq(
             epoch_tokens += batch_tokens
         num_tokens += epoch_tokens
         epoch_loss.append(loss_sum / max(epoch_tokens, 1))
-    record = training_record(model, start, epoch_loss, step_loss)
-    seconds = record["train_seconds"]
-    record["tokens_per_s"] = (
-        num_tokens / seconds if seconds > 0 else float("nan")
-    )
-    record["num_tokens"] = num_tokens
-    return record
+    return training_record(model, start, epoch_loss, step_loss, num_tokens)

@@ -243,10 +243,8 @@ class TransformerDecoderBlock(nn.Module):
 
     Args:
         num_hiddens: D. ffn_num_hiddens: FFN width. num_heads: H.
-        dropout: everywhere.
-        i: this block's index in the decoder, i.e. which entry of
-            ``state.caches`` is its own.
-        use_bias: biases in the attention projections.
+        dropout: everywhere. use_bias: biases in the attention projections.
+        i: this block's index in the decoder (its entry of ``state.caches``).
     Raises:
         ValueError: if num_hiddens is not divisible by num_heads.
     """
@@ -285,43 +283,27 @@ class TransformerDecoderBlock(nn.Module):
         tgt_valid_lens: torch.Tensor | None = None,
         need_weights: bool = True,
     ) -> tuple[torch.Tensor, DecoderState]:
-        """Decode Q new positions.
+        """Decode Q new positions: X (B, Q, D) -> (B, Q, D), new state.
 
         Args:
-            X: (B, Q, D) block inputs at the Q new positions.
-            state: from the decoder's ``init_state`` or the previous call
-                (see :class:`DecoderState`); ``state.caches[self.i]`` is this
-                block's.
-            tgt_valid_lens: None or (B,) numbers of real target tokens
-                counted from position 0, at most t.
-            need_weights: keep the attention weights (explicit path) or not
-                (fused path).
-        Returns:
-            (B, Q, D) and a new state whose cache for this block also holds
-            the new positions (the state given is not changed).
+            state: a :class:`DecoderState`; ``state.caches[self.i]`` is this
+                block's (the new state's also holds the new positions).
+            tgt_valid_lens: None or (B,) real target tokens, at most t.
+            need_weights: keep the weights (explicit path) or not (fused).
         """
         self_kv, cross_kv = self._caches(X, state, tgt_valid_lens)
-        Y = self.addnorm1(
-            X,
-            self.attention1.attend(
-                X,
-                self_kv,
-                tgt_valid_lens,
-                causal=True,
-                need_weights=need_weights,
-            ),
-        )
-        Z = self.addnorm2(
-            Y,
-            self.attention2.attend(
-                Y, cross_kv, state.enc_valid_lens, need_weights=need_weights
-            ),
-        )
+        attended = self.attention1.attend(
+            X, self_kv, tgt_valid_lens, causal=True, need_weights=need_weights
+        )  # masked self-attention over the t positions so far
+        Y = self.addnorm1(X, attended)
+        attended = self.attention2.attend(
+            Y, cross_kv, state.enc_valid_lens, need_weights=need_weights
+        )  # cross-attention over the encoder outputs
+        Z = self.addnorm2(Y, attended)
         caches = list(state.caches)
         caches[self.i] = BlockCache(self_kv, cross_kv)
-        return self.addnorm3(Z, self.ffn(Z)), state._replace(
-            caches=tuple(caches)
-        )
+        output = self.addnorm3(Z, self.ffn(Z))  # (B, Q, D)
+        return output, state._replace(caches=tuple(caches))
 
     def _caches(
         self,

@@ -1,5 +1,6 @@
 """The book shows the package's own code: every ``literalinclude`` names a file and a
-``:pyobject:`` that exists there, and the reference page documents every module."""
+``:pyobject:`` that exists there, prints at most 60 lines (what the book prints reads like
+the math), and the reference page documents every module."""
 
 from __future__ import annotations
 
@@ -13,8 +14,12 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 INCLUDE = re.compile(
-    r"\{literalinclude\} (?P<path>[^\s`]+)\n(?P<options>(?::[a-z]+:[^\n]*\n)*)"
+    r"\{literalinclude\} (?P<path>[^\s`]+)\n"
+    r"(?P<options>(?:[ \t]*:[a-z-]+:[^\n]*\n)*)"
 )
+# The longest listing the book may print (GUIDE: <= 40 lines where the concept
+# allows, never over 60).
+MAX_PRINTED_LINES = 60
 
 
 def _book_texts() -> dict[str, str]:
@@ -36,7 +41,7 @@ def _includes() -> list[tuple[str, str, str]]:
     for name, text in _book_texts().items():
         for match in INCLUDE.finditer(text):
             options = dict(
-                re.findall(r":([a-z]+): ([^\n]*)", match["options"])
+                re.findall(r":([a-z-]+): ([^\n]*)", match["options"])
             )
             found.append((name, match["path"], options.get("pyobject", "")))
     return found
@@ -47,7 +52,7 @@ def _includes_with_lines() -> list[tuple[str, str, str, str]]:
     for name, text in _book_texts().items():
         for match in INCLUDE.finditer(text):
             options = dict(
-                re.findall(r":([a-z]+): ([^\n]*)", match["options"])
+                re.findall(r":([a-z-]+): ([^\n]*)", match["options"])
             )
             if "lines" in options:
                 found.append(
@@ -71,6 +76,65 @@ def _object_lines(path: pathlib.Path, pyobject: str) -> list[str]:
         body = next(n.body for n in body if getattr(n, "name", "") == name)
     node = next(n for n in body if getattr(n, "name", "") == last)
     return source.splitlines()[node.lineno - 1 : node.end_lineno]
+
+
+def _select(source: list[str], lines: str) -> list[str]:
+    """The lines a ``:lines:`` option (e.g. "1-8,40,44,65-") keeps."""
+    chosen = []
+    for part in lines.split(","):
+        first, _, last = part.partition("-")
+        stop = len(source) if part.endswith("-") else int(last or first)
+        chosen += source[int(first) - 1 : stop]
+    return chosen
+
+
+def _cut(source: list[str], options: dict[str, str]) -> list[str]:
+    """The lines that ``:start-at:``/``:start-after:`` and
+    ``:end-at:``/``:end-before:`` keep (first match, as Sphinx cuts them
+    after ``:pyobject:``); a text that is not there fails the test."""
+    for option, after in (("start-at", 0), ("start-after", 1)):
+        if option in options:
+            found = [
+                i for i, line in enumerate(source) if options[option] in line
+            ]
+            assert found, f"{option}: {options[option]!r} is not in the object"
+            source = source[found[0] + after :]
+    for option, keep in (("end-at", 1), ("end-before", 0)):
+        if option in options:
+            found = [
+                i for i, line in enumerate(source) if options[option] in line
+            ]
+            assert found, f"{option}: {options[option]!r} is not in the object"
+            source = source[: found[0] + keep]
+    return source
+
+
+def printed_listings() -> list[tuple[int, str, str, str]]:
+    """(lines printed, chapter, file, pyobject) of every ``literalinclude``
+    in the book, longest first (``python tests/test_book_includes.py``
+    prints them)."""
+    found = []
+    for name, text in _book_texts().items():
+        for match in INCLUDE.finditer(text):
+            options = dict(
+                re.findall(r":([a-z-]+): ([^\n]*)", match["options"])
+            )
+            path = (ROOT / "book" / match["path"]).resolve()
+            pyobject = options.get("pyobject", "")
+            if not path.is_file() or (
+                pyobject and pyobject not in _defined(path)
+            ):
+                continue  # test_every_literalinclude_points_at_... fails
+            source = (
+                _object_lines(path, pyobject)
+                if pyobject
+                else path.read_text(encoding="utf-8").splitlines()
+            )
+            source = _cut(source, options)
+            if "lines" in options:
+                source = _select(source, options["lines"])
+            found.append((len(source), name, match["path"], pyobject))
+    return sorted(found, reverse=True)
 
 
 def _defined(path: pathlib.Path) -> set[str]:
@@ -114,16 +178,22 @@ def test_every_lines_option_cuts_the_object_where_python_still_parses(
     # fits the code after an edit shows a stray bracket or half a call, and
     # the fragment stops parsing.
     source = _object_lines((ROOT / "book" / target).resolve(), pyobject)
-    chosen = []
-    for part in lines.split(","):
-        first, _, last = part.partition("-")
-        stop = len(source) if part.endswith("-") else int(last or first)
-        chosen += source[int(first) - 1 : stop]
-    fragment = textwrap.dedent("\n".join(chosen))
+    fragment = textwrap.dedent("\n".join(_select(source, lines)))
     try:
         ast.parse(fragment)
     except SyntaxError as error:
         pytest.fail(f"{chapter}: {target} {pyobject} :lines: {lines}: {error}")
+
+
+def test_every_printed_listing_has_at_most_60_lines():
+    listings = printed_listings()
+    assert len(listings) == len(_includes())
+    too_long = [
+        f"{chapter}: {target} {pyobject or '(whole file)'}: {n} lines"
+        for n, chapter, target, pyobject in listings
+        if n > MAX_PRINTED_LINES
+    ]
+    assert not too_long, "\n".join(too_long)
 
 
 def test_the_reference_page_documents_every_module():
@@ -142,3 +212,85 @@ def test_the_reference_page_documents_every_module():
                     in api
                 )
     assert documented == modules
+
+
+if __name__ == "__main__":
+    for n, chapter, target, pyobject in printed_listings():
+        print(f"{n:4d}  {chapter:28s} {target.split('/')[-1]:22s} {pyobject}")
+
+
+def printed_by_module() -> dict[str, dict[str, list[str]]]:
+    """module -> chapter -> the objects it prints, in order of appearance."""
+    table: dict[str, dict[str, list[str]]] = {}
+    for name, text in _book_texts().items():
+        for match in INCLUDE.finditer(text):
+            pyobject = dict(
+                re.findall(r":([a-z-]+): ([^\n]*)", match["options"])
+            ).get("pyobject", "(whole file)")
+            # kernels/flash_triton.py -> "kernels.flash_triton"
+            module = ".".join(
+                (ROOT / "book" / match["path"])
+                .resolve()
+                .relative_to(ROOT / "course_pkg")
+                .with_suffix("")
+                .parts
+            )
+            chapter = name.rsplit(".", 1)[0]
+            objects = table.setdefault(module, {}).setdefault(chapter, [])
+            if pyobject not in objects:
+                objects.append(pyobject)
+    return table
+
+
+def _readme_module_rows() -> list[tuple[list[str], str]]:
+    """(modules, "Printed in the book" cell) of each row of the README's
+    module table."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    modules = {p.stem for p in (ROOT / "course_pkg").glob("*.py")}
+    modules |= {
+        p.parent.name for p in (ROOT / "course_pkg").glob("*/__init__.py")
+    }
+    rows = []
+    for line in readme.splitlines():
+        parts = [p.strip() for p in line.strip().strip("|").split("|")]
+        names = re.findall(r"`(\w+)`", parts[0])
+        if len(parts) == 3 and names and set(names) <= modules:
+            rows.append((names, parts[2]))
+    return rows
+
+
+def printed_column(modules: list[str]) -> set[tuple[str, str]]:
+    """What the README row of these modules must list: (chapter, object),
+    the object written `module.Object` in a row of several modules or of a
+    subpackage (`flash_triton.Object` in the row of `kernels`)."""
+    return {
+        (
+            chapter,
+            pyobject
+            if printed == modules[0] and len(modules) == 1
+            else f"{printed.removeprefix(row + '.')}.{pyobject}",
+        )
+        for row in modules
+        for printed, chapters in printed_by_module().items()
+        if printed == row or printed.startswith(row + ".")
+        for chapter, objects in chapters.items()
+        for pyobject in objects
+    }
+
+
+def test_the_readme_says_which_chapter_prints_which_object():
+    # A change to a printed object is a change to the book: the module
+    # table's last column lists, row by row, "chapter: `Object`, ...; ...".
+    rows = _readme_module_rows()
+    listed_modules = {m for modules, _ in rows for m in modules}
+    assert {m.split(".")[0] for m in printed_by_module()} <= listed_modules
+    for modules, cell in rows:
+        listed = {
+            (chapter.strip(), shown)
+            for chapter, names in re.findall(r"(\w+): ([^;]*)", cell)
+            for shown in re.findall(r"`([\w.]+)`", names)
+        }
+        assert listed == printed_column(modules), (
+            f"README row {', '.join(modules)}: lists {sorted(listed)}, the "
+            f"book prints {sorted(printed_column(modules))}"
+        )
