@@ -788,6 +788,14 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
         model=toy_tasks.CopyBack(None, rotary=True),
         num_steps=1,
     ),
+    "bert_experiment.fine_tune_encoders": lambda: dict(
+        encoders={"tiny": _bert_encoder()},
+        vocab=_bert_vocab(),
+        labelled=[("a b", "past", "-", "motion")],
+        test_rows=[("c d", "present", "-", "copula")],
+        settings=_bert_settings(),
+        seed=0,
+    ),
     "train.warmup_inverse_sqrt": lambda: dict(
         optimizer=torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=1.0),
         num_hiddens=8,
@@ -1083,6 +1091,8 @@ ACCEPTED: dict[tuple[str, str, str], str] = {
     + ": one empty translation per sentence",
     ("train.train_seq2seq", "num_epochs", "a zero size"): EMPTY
     + ": a record with no epochs (the model is not changed)",
+    ("train.training_record", "num_tokens", "a zero size"): EMPTY
+    + ": a run of zero tokens (train_seq2seq with num_epochs=0)",
     (
         "speculative.speculative_generate",
         "max_new_tokens",
