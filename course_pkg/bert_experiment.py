@@ -92,7 +92,10 @@ def fine_tune_encoders(
     Returns:
         classifiers and accuracy: task -> encoder name -> the fine-tuned
         :class:`BERTClassifier` and its test accuracy (float).
+    Raises:
+        TypeError: if seed is not an int (checked before any seeding).
     """
+    check_int("seed", seed)
     num_steps = (settings.max_len + 1) // 2
     classifiers: dict[str, dict[str, BERTClassifier]] = {}
     accuracy: dict[str, dict[str, float]] = {}

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from course_pkg.checks import check_device
 from course_pkg.files import write_atomically
 
 _MAGIC = b"course_pkg checkpoint v2\n"
@@ -305,8 +306,10 @@ def load_checkpoint(
         The ``extra`` values given to :func:`save_checkpoint`, with their
         types.
     Raises:
-        TypeError: if model or optimizer has the wrong type.
-        ValueError: if the file is empty, truncated, corrupted, not a
+        TypeError: if model or optimizer has the wrong type, or
+            map_location is not a device.
+        ValueError: if map_location is not a device of this machine, the
+            file is empty, truncated, corrupted, not a
             checkpoint, does not fit the model, or holds no optimizer state
             when one is asked for.
         OSError: if the file cannot be read.
@@ -316,6 +319,7 @@ def load_checkpoint(
             f"path must be a str or path, got {type(path).__name__}"
         )
     _check_model_and_optimizer(model, optimizer)
+    map_location = check_device("map_location", map_location)
     payload = _read_verified(path, map_location)
     _check_state(path, model, payload["model"])
     if optimizer is not None:

@@ -17,7 +17,12 @@ from __future__ import annotations
 
 import torch
 
-from course_pkg.checks import check_device, check_int, check_positive_int
+from course_pkg.checks import (
+    check_device,
+    check_int,
+    check_positive_int,
+    check_same_float_dtype,
+)
 from course_pkg.efficient_attention import _check_shape
 from course_pkg.sliding_window import sliding_window_attention
 
@@ -76,13 +81,15 @@ class PagedKVCache:
         free blocks as its last one fills.
 
         Raises:
-            ValueError: on an unknown seq_id, shapes that do not fit, or a
-                cache full (not enough free blocks; nothing is written).
+            TypeError, ValueError: on an unknown seq_id, keys and values
+                whose shape, dtype or device do not fit the pool, or a cache
+                full (not enough free blocks); nothing is written.
         """
         table = self._table(seq_id)
         sizes = (*self.keys.shape[1:2], None, self.keys.shape[3])
         _check_shape("keys", keys, "Gnd", sizes)
         _check_shape("values", values, "Gnd", tuple(keys.shape))
+        check_same_float_dtype(keys=keys, values=values, cache=self.keys)
         length, new = self.lengths[seq_id], keys.shape[1]
         needed = -(-(length + new) // self.block_size) - len(table)
         if needed > len(self.free_blocks):
@@ -117,7 +124,16 @@ class PagedKVCache:
 
     def attend(self, seq_id: int, queries: torch.Tensor) -> torch.Tensor:
         """Causal attention of queries (H, Q, d), the sequence's last Q
-        positions, over its t cached positions: (H, Q, d)."""
+        positions, over its t cached positions: (H, Q, d).
+
+        Raises:
+            TypeError, ValueError: on an unknown seq_id, or queries that are
+                not (H, Q, d) of the cache's width, dtype and device.
+        """
+        self._table(seq_id)
+        width = self.keys.shape[3]
+        _check_shape("queries", queries, "HQd", (None, None, width))
+        check_same_float_dtype(queries=queries, cache=self.keys)
         keys, values = self.gather(seq_id)
         return sliding_window_attention(
             queries[None], keys[None], values[None], None

@@ -23,7 +23,11 @@ import math
 
 import torch
 
-from course_pkg.checks import check_device, check_positive_int
+from course_pkg.checks import (
+    check_device,
+    check_positive_int,
+    check_same_float_dtype,
+)
 from course_pkg.efficient_attention import _check_shape
 
 
@@ -91,6 +95,7 @@ def sliding_window_attention(
     _check_shape("keys", keys, "BGKd", (batch, None, None, width))
     groups, num_keys = keys.shape[1:3]
     _check_shape("values", values, "BGKd", (batch, groups, num_keys, None))
+    check_same_float_dtype(queries=queries, keys=keys, values=values)
     if heads % groups:
         raise ValueError(
             f"queries' heads ({heads}) must be a multiple of keys' ({groups})"
@@ -148,6 +153,18 @@ class RollingKVCache:
         )
         self.window, self.length = window, 0
 
+    def _check_queries(self, queries: torch.Tensor) -> None:
+        """Refuse queries that are not (B, H, 1, d), H a multiple of G, of
+        the cache's dtype and device: TypeError, ValueError."""
+        batch, groups, _, width = self.keys.shape
+        _check_shape("queries", queries, "BHQd", (batch, None, 1, width))
+        if queries.shape[1] % groups:
+            raise ValueError(
+                f"queries' heads ({queries.shape[1]}) must be a multiple of "
+                f"the cache's G={groups}"
+            )
+        check_same_float_dtype(queries=queries, cache=self.keys)
+
     @property
     def nbytes(self) -> int:
         """Bytes held by the two buffers: fixed by the window."""
@@ -157,11 +174,17 @@ class RollingKVCache:
 
     def append(self, keys: torch.Tensor, values: torch.Tensor) -> None:
         """Write one position's keys (B, G, 1, d) and values (B, G, 1, d_v)
-        into slot length mod w."""
+        into slot length mod w.
+
+        Raises:
+            TypeError, ValueError: if keys or values do not have the shape,
+                float dtype and device of the cache (nothing is written).
+        """
         _check_shape("keys", keys, "BG1d", (*self.keys.shape[:2], 1, None))
         _check_shape(
             "values", values, "BG1d", (*self.values.shape[:2], 1, None)
         )
+        check_same_float_dtype(keys=keys, values=values, cache=self.keys)
         slot = self.length % self.window
         self.keys[:, :, slot] = keys[:, :, 0]
         self.values[:, :, slot] = values[:, :, 0]
@@ -171,7 +194,9 @@ class RollingKVCache:
         self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
     ) -> torch.Tensor:
         """Append one position and attend from its queries (B, H, 1, d) over
-        the at most w positions kept (itself included): (B, H, 1, d_v)."""
+        the at most w positions kept (itself included): (B, H, 1, d_v).
+        Bad queries (TypeError, ValueError) are refused before appending."""
+        self._check_queries(queries)
         self.append(keys, values)
         kept = min(self.length, self.window)
         return sliding_window_attention(

@@ -22,11 +22,20 @@ vocabulary size, ``k`` tokens proposed per round.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from course_pkg.attention import KVCache
-from course_pkg.checks import check_positive_int, check_token_ids
+from course_pkg.checks import (
+    check_ids,
+    check_int,
+    check_positive_int,
+    check_positive_number,
+    check_same_float_dtype,
+    check_tensor_type,
+    check_token_ids,
+)
 from course_pkg.gpt import GPT, GPTCache, next_token_probs
 
 
@@ -65,7 +74,11 @@ def acceptance_probability(
         target_probs: p, (..., V). draft_probs: q, (..., V).
     Returns:
         (..., V).
+    Raises:
+        TypeError, ValueError: if p and q are not float tensors of one shape,
+            dtype and device over V >= 1 tokens.
     """
+    _check_distributions(target_probs, draft_probs)
     ratio = target_probs / torch.where(draft_probs > 0, draft_probs, 1.0)
     return torch.where(draft_probs > 0, ratio.clamp(max=1.0), 1.0)
 
@@ -79,7 +92,10 @@ def residual_distribution(
 
     Returns:
         (..., V) rows summing to 1.
+    Raises:
+        TypeError, ValueError: as :func:`acceptance_probability`.
     """
+    _check_distributions(target_probs, draft_probs)
     residual = (target_probs - draft_probs).clamp(min=0.0)
     total = residual.sum(-1, keepdim=True)
     return torch.where(
@@ -92,7 +108,12 @@ def first_token_distribution(
 ) -> torch.Tensor:
     """In closed form, the distribution of the token the rule emits first:
     P(x) = q(x) a(x) + (1 - sum_y q(y) a(y)) r(x), with a the acceptance
-    probability and r the residual distribution. It equals p."""
+    probability and r the residual distribution. It equals p.
+
+    Raises:
+        TypeError, ValueError: as :func:`acceptance_probability`.
+    """
+    _check_distributions(target_probs, draft_probs)
     kept = draft_probs * acceptance_probability(target_probs, draft_probs)
     rejected = 1.0 - kept.sum(-1, keepdim=True)
     return kept + rejected * residual_distribution(target_probs, draft_probs)
@@ -130,7 +151,8 @@ def speculative_generate(
         TypeError, ValueError: if k < 1, the vocabularies differ, the prompt
             is not (1, T0) ids, or the length does not fit.
     """
-    _check_models(target, draft, prompt, max_new_tokens, k)
+    _check_options(max_new_tokens, k, eos, temperature)
+    _check_models(target, draft, prompt, max_new_tokens)
     stats, modes = SpeculativeStats(), (target.training, draft.training)
     target.eval(), draft.eval()
     context = prompt[0].tolist()
@@ -250,8 +272,36 @@ def _truncate(cache: GPTCache | None, length: int) -> GPTCache | None:
     ]
 
 
+def _check_distributions(target_probs: Any, draft_probs: Any) -> None:
+    check_tensor_type("target_probs", target_probs)
+    check_tensor_type("draft_probs", draft_probs)
+    check_same_float_dtype(target_probs=target_probs, draft_probs=draft_probs)
+    if target_probs.shape != draft_probs.shape or target_probs.dim() < 1:
+        raise ValueError(
+            "target_probs and draft_probs must have one shape (..., V), got "
+            f"{tuple(target_probs.shape)} and {tuple(draft_probs.shape)}"
+        )
+    if target_probs.shape[-1] < 1:
+        raise ValueError(
+            "target_probs and draft_probs must cover V >= 1 tokens, got "
+            f"shape {tuple(target_probs.shape)}"
+        )
+
+
+def _check_options(
+    max_new_tokens: Any, k: Any, eos: Any, temperature: Any = 1.0
+) -> None:
+    check_int("max_new_tokens", max_new_tokens)
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+    check_positive_int("k", k)
+    if eos is not None:
+        check_ids(eos=eos)
+    check_positive_number("temperature", temperature)
+
+
 def _check_models(
-    target: GPT, draft: GPT, prompt: torch.Tensor, max_new_tokens: int, k: int
+    target: GPT, draft: GPT, prompt: torch.Tensor, max_new_tokens: int
 ) -> None:
     for name, model in (("target", target), ("draft", draft)):
         if not isinstance(model, GPT):
@@ -263,14 +313,11 @@ def _check_models(
             f"draft and target vocabularies differ: draft has "
             f"{draft.vocab_size} tokens, target {target.vocab_size}"
         )
-    check_positive_int("k", k)
-    check_token_ids("prompt", prompt, target.vocab_size, min_steps=1)
+    check_token_ids("prompt", prompt, target.embedding, min_steps=1)
     if prompt.shape[0] != 1:
         raise ValueError(
             f"prompt must have shape (1, T0), got {tuple(prompt.shape)}"
         )
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
-        raise TypeError("max_new_tokens must be an int")
     room = min(target.max_len, draft.max_len) - prompt.shape[1]
     if not 0 <= max_new_tokens <= room:
         raise ValueError(
@@ -295,7 +342,23 @@ def measure_speculation(
             each prompt).
     Returns:
         The counts of all calls added up.
+    Raises:
+        TypeError, ValueError: as :func:`speculative_generate`, checked
+            before the first prompt.
     """
+    _check_options(max_new_tokens, k, eos)
+    for name, model in (("target", target), ("draft", draft)):
+        if not isinstance(model, GPT):
+            raise TypeError(
+                f"{name} must be a GPT, got {type(model).__name__}"
+            )
+    if not isinstance(prompts, (list, tuple)) or not all(
+        isinstance(ids, (list, tuple)) for ids in prompts
+    ):
+        raise TypeError(
+            "prompts must be a list of lists of token ids, got "
+            f"{type(prompts).__name__}"
+        )
     total = SpeculativeStats()
     room = min(target.max_len, draft.max_len)
     device = next(target.parameters()).device

@@ -393,11 +393,27 @@ def copy_back_at_lengths(
     Returns:
         ({T': mean accuracy over positions}, the trained model).
     Raises:
-        ValueError: on an unknown variant.
+        ValueError: on an unknown variant, a size < 1, or no test length.
+        TypeError: if a size or the seed is not an int, or model is neither
+            None nor a :class:`CopyBack`.
     """
     if variant not in LENGTH_VARIANTS:
         raise ValueError(
             f"variant must be one of {LENGTH_VARIANTS}, got {variant!r}"
+        )
+    check_int("seed", seed)
+    if not isinstance(test_lens, (tuple, list)):
+        raise TypeError(
+            f"test_lens must be a tuple of ints, got {type(test_lens).__name__}"
+        )
+    if not test_lens:
+        raise ValueError("test_lens must hold at least one length")
+    for length in test_lens:
+        check_positive_int("test_lens", length)
+    check_sizes(max_train_len=max_train_len, num_steps=num_steps)
+    if model is not None and not isinstance(model, CopyBack):
+        raise TypeError(
+            f"model must be None or a CopyBack, got {type(model).__name__}"
         )
     if model is None:
         longest = max(test_lens)

@@ -215,8 +215,15 @@ def training_record(
     Returns:
         dict with ``epoch_loss``, ``step_loss`` and ``train_seconds``, and
         with num_tokens also ``tokens_per_s`` and ``num_tokens``.
+    Raises:
+        TypeError, ValueError: if start is not a finite number, or
+            num_tokens is neither None nor an int >= 0.
     """
     check_finite_number("start", start)
+    if num_tokens is not None:
+        check_int("num_tokens", num_tokens)
+        if num_tokens < 0:
+            raise ValueError(f"num_tokens must be >= 0, got {num_tokens}")
     device = _model_device(model)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
