@@ -76,7 +76,12 @@ def _check_blockwise(
             f"causal attention needs K >= Q, got Q={num_queries}, K={num_keys}"
         )
     check_valid_lens(
-        "valid_lens", valid_lens, batch_size, num_keys, num_queries=num_queries
+        "valid_lens",
+        valid_lens,
+        batch_size,
+        num_keys,
+        num_queries=num_queries,
+        like=("queries", queries),
     )
 
 

@@ -1166,15 +1166,7 @@ ACCEPTED_WITH = {
 
 # Cases not refused yet, each with the work left; they run as strict
 # xfails, so the day one is fixed the test says to move it out of here.
-KNOWN_GAPS: dict[tuple[str, str, str], str] = {
-    (
-        "efficient_attention.blockwise_attention",
-        "valid_lens",
-        "on meta next to cpu",
-    ): "blockwise_attention is printed with :lines: in attention_at_scale and "
-    "its checks are being moved into one checks helper in the printed-code "
-    "branch; the device check of valid_lens (like=) goes there",
-}
+KNOWN_GAPS: dict[tuple[str, str, str], str] = {}
 
 BUILT, CASES, MISSING = _build()
 REFUSED = [
