@@ -15,7 +15,7 @@ export PYTHONHASHSEED := 0
 export OMP_NUM_THREADS ?= 1
 
 .PHONY: install book test lint unit unit-numerics notebooks notebooks-portable notebooks-portable-1 \
-	notebooks-portable-2 build-book browser clean
+	notebooks-portable-2 build-book browser claims clean
 
 install: $(STAMP)
 
@@ -94,6 +94,16 @@ browser: build-book
 test: lint
 	$(MAKE) --no-print-directory -j2 --output-sync=target \
 	    notebooks-portable-1 notebooks notebooks-portable-2 unit unit-numerics browser
+
+# Not part of make test (it trains every chapter ten times): the floor of every asserted training
+# claim over seeds 0-9 (README, "Floors"), two runs at a time, finished runs kept in the cache so
+# an interrupted sweep resumes. distributed draws nothing seeded: it runs over the CPU paths.
+CLAIMS_CACHE ?= _build/claims-cache.jsonl
+claims: install
+	mkdir -p _build
+	$(BIN)/python bench/claims.py --jobs 2 --cache $(CLAIMS_CACHE) --table bench/claims_table.md
+	$(BIN)/python bench/claims.py --jobs 2 --cache $(CLAIMS_CACHE) --chapters distributed \
+	    --seeds 0 --paths native default mkl-compatible portable
 
 clean:
 	rm -rf _build $(VENV)
