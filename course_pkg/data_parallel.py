@@ -270,6 +270,22 @@ def all_reduce_gradients(model: nn.Module) -> None:
             dist.all_reduce(param.grad, op=dist.ReduceOp.SUM)
 
 
+def _check_step(
+    model: nn.Module,
+    micro_batches: Sequence[Batch],
+    pad: int,
+    grad_clip: float | None,
+    all_reduce_by_hand: bool,
+) -> tuple[bool, bool]:
+    """Validate :func:`train_step`'s arguments; return (model is DDP, a process group is up)."""
+    is_ddp = isinstance(model, DistributedDataParallel)
+    distributed = dist.is_available() and dist.is_initialized()
+    check_micro_batches(
+        micro_batches, all_reduce_by_hand, is_ddp, distributed, pad, grad_clip
+    )
+    return is_ddp, distributed
+
+
 def train_step(
     model: nn.Module,
     micro_batches: Sequence[Batch],
@@ -285,22 +301,19 @@ def train_step(
     mean is weighted by its share of the global token count, as one process on the whole batch.
 
     Args:
-        model: the replica, plain or wrapped in ``DistributedDataParallel``;
-            ``model(src, tgt_in, src_valid_len)`` gives (B, T, V) scores.
+        model: the replica (plain or DDP-wrapped); ``model(src, tgt_in, src_valid_len)`` -> (B, T, V).
         micro_batches: one or more ``(src (B, T), src_valid_len (B,), tgt_in (B, T),
             tgt_out (B, T))`` on the model's device; several = gradient accumulation.
-        optimizer: over the model's parameters. pad: the padding id.
-        grad_clip: maximum global gradient norm, applied to the summed gradient, or None.
-        all_reduce_by_hand: sum gradients with :func:`all_reduce_gradients` (plain model only).
+        optimizer: over the model's parameters. pad: the padding id. grad_clip: maximum
+            global norm of the summed gradient, or None. all_reduce_by_hand: sum gradients
+            with :func:`all_reduce_gradients` (plain model only).
     Returns:
         The global batch's loss, the same float on every rank (0.0 if all padding).
     Raises:
         TypeError, ValueError: see :func:`~course_pkg.checks.check_micro_batches`.
     """
-    is_ddp = isinstance(model, DistributedDataParallel)
-    distributed = dist.is_available() and dist.is_initialized()
-    check_micro_batches(
-        micro_batches, all_reduce_by_hand, is_ddp, distributed, pad, grad_clip
+    is_ddp, distributed = _check_step(
+        model, micro_batches, pad, grad_clip, all_reduce_by_hand
     )
     token_counts = [(tgt_out != pad).sum() for *_, tgt_out in micro_batches]
     global_tokens = torch.stack(token_counts).sum()

@@ -48,18 +48,13 @@ class ScoredAttention(nn.Module):
         check_sizes(query_size=query_size, key_size=key_size)
         check_probability("dropout", dropout)
         self.query_size, self.key_size = query_size, key_size
-        # the width of project_keys(keys); a subclass that projects changes it
-        self.projected_key_size = key_size
+        self.projected_key_size = key_size  # a subclass may project keys
         self.dropout = nn.Dropout(dropout)
         self.attention_weights: torch.Tensor | None = None
 
     def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
-        """The keys as :meth:`scores` reads them, here unchanged: (B, K, d_k).
-
-        It does not depend on the queries, so a decoder that reads the same
-        keys at every step can compute it once per sequence and pass it to
-        :meth:`forward` as ``projected_keys``.
-        """
+        """The keys as :meth:`scores` reads them, here unchanged: (B, K, d_k);
+        query-free, so a decoder may pass it once as ``projected_keys``."""
         return keys
 
     def scores(
@@ -78,31 +73,16 @@ class ScoredAttention(nn.Module):
         *,
         projected_keys: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Attend.
+        """Attend: queries (B, Q, d_q), keys (B, K, d_k), values (B, K, d_v),
+        valid_lens None, (B,) or (B, Q) numbers of valid keys -> (B, Q, d_v).
 
-        Args:
-            queries: (B, Q, d_q). keys: (B, K, d_k). values: (B, K, d_v).
-            valid_lens: None, (B,) or (B, Q) numbers of valid keys.
-            projected_keys: None, or ``project_keys(keys)`` computed once by
-                the caller (B, K, ``projected_key_size``).
-        Returns:
-            (B, Q, d_v).
-        Raises:
-            TypeError, ValueError: see :func:`~course_pkg.checks.check_attention_inputs`.
+        projected_keys: None, or ``project_keys(keys)`` (B, K,
+        ``projected_key_size``) computed once by the caller.
+        Raises TypeError, ValueError: see :func:`~course_pkg.checks.check_attention_inputs`.
         """
-        check_attention_inputs(
-            queries,
-            keys,
-            values,
-            valid_lens,
-            query_size=self.query_size,
-            key_size=self.key_size,
+        projected_keys = _checked_keys(
+            self, queries, keys, values, valid_lens, projected_keys
         )
-        if projected_keys is None:
-            projected_keys = self.project_keys(keys)
-        else:
-            shape = (*keys.shape[:2], self.projected_key_size)
-            check_shape("projected_keys", projected_keys, shape, "(B, K, ·)")
         self.attention_weights = masked_softmax(
             self.scores(queries, projected_keys), valid_lens
         )
@@ -112,6 +92,31 @@ class ScoredAttention(nn.Module):
         return torch.bmm(
             self.dropout(self.attention_weights), hide_unseen(values, mask)
         )
+
+
+def _checked_keys(
+    attention: ScoredAttention,
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    valid_lens: torch.Tensor | None,
+    projected_keys: torch.Tensor | None,
+) -> torch.Tensor:
+    """Check :meth:`ScoredAttention.forward`'s arguments; return projected_keys
+    (B, K, ``projected_key_size``), ``project_keys(keys)`` if it is None."""
+    check_attention_inputs(
+        queries,
+        keys,
+        values,
+        valid_lens,
+        query_size=attention.query_size,
+        key_size=attention.key_size,
+    )
+    if projected_keys is None:
+        return attention.project_keys(keys)
+    shape = (*keys.shape[:2], attention.projected_key_size)
+    check_shape("projected_keys", projected_keys, shape, "(B, K, ·)")
+    return projected_keys
 
 
 class AdditiveAttention(ScoredAttention):

@@ -77,6 +77,27 @@ def masked_cross_entropy(
             two are on different devices, or (on the CPU) a non-pad target
             is outside [0, V).
     """
+    mask = _check_loss_inputs(Y_hat, Y, pad, label_smoothing)  # (B, T)
+    # at least float32, also under bf16 autocast
+    dtype = torch.promote_types(Y_hat.dtype, torch.float32)
+    log_probs = F.log_softmax(Y_hat.to(dtype), dim=-1)
+    # a pad id outside [0, V) (e.g. -100) is gathered as 0, then masked out
+    targets = Y.long().masked_fill(~mask, 0).unsqueeze(-1)
+    nll = -log_probs.gather(-1, targets).squeeze(-1)  # (B, T)
+    if label_smoothing:
+        uniform = -log_probs.mean(dim=-1)  # (B, T)
+        nll = (1 - label_smoothing) * nll + label_smoothing * uniform
+    # where (not a product) so an inf at a pad position cannot turn the sum
+    # into NaN
+    total = torch.where(mask, nll, torch.zeros_like(nll)).sum()
+    return total / mask.sum().clamp(min=1)
+
+
+def _check_loss_inputs(
+    Y_hat: torch.Tensor, Y: torch.Tensor, pad: int, label_smoothing: float
+) -> torch.Tensor:
+    """Validate :func:`masked_cross_entropy`'s arguments; return the (B, T) mask
+    of non-pad targets (their range is checked on the CPU only)."""
     check_logits("Y_hat", Y_hat, 3, "(B, T, V)")
     check_tensor("Y", Y, 2, "(B, T)")
     check_integer_dtype("Y", Y)
@@ -93,19 +114,7 @@ def masked_cross_entropy(
         check_range(
             "Y (outside pad positions)", Y[mask], 0, Y_hat.shape[-1] - 1
         )
-    # at least float32, also under bf16 autocast
-    dtype = torch.promote_types(Y_hat.dtype, torch.float32)
-    log_probs = F.log_softmax(Y_hat.to(dtype), dim=-1)
-    # a pad id outside [0, V) (e.g. -100) is gathered as 0, then masked out
-    targets = Y.long().masked_fill(~mask, 0).unsqueeze(-1)
-    nll = -log_probs.gather(-1, targets).squeeze(-1)  # (B, T)
-    if label_smoothing:
-        uniform = -log_probs.mean(dim=-1)  # (B, T)
-        nll = (1 - label_smoothing) * nll + label_smoothing * uniform
-    # where (not a product) so an inf at a pad position cannot turn the sum
-    # into NaN
-    total = torch.where(mask, nll, torch.zeros_like(nll)).sum()
-    return total / mask.sum().clamp(min=1)
+    return mask
 
 
 # ----------------------------------------------------------- the learning rate
@@ -280,21 +289,17 @@ def train_seq2seq(
         model: ``model(src, tgt_in, src_valid_len)`` returns (B, T, V).
         train_iter: re-iterable over batches (src (B, T), src_valid_len (B,),
             tgt_in (B, T), tgt_out (B, T)).
-        lr: Adam's learning rate. num_epochs: passes over train_iter.
-        tgt_vocab_or_pad: the target vocabulary (its ``.pad``) or the pad id.
-        device: where to train (None: the model's). grad_clip: the largest
-            global gradient norm, or None. bf16: bfloat16 autocast, CUDA only.
-        progress: a tqdm bar over epochs (None: only on a terminal).
-        optimizer: one to continue with; None makes ``Adam(lr=lr)``.
-        scheduler: stepped after every batch (e.g. :func:`warmup_inverse_sqrt`),
+        lr: Adam's. num_epochs: passes over train_iter. tgt_vocab_or_pad:
+            the target vocabulary (its ``.pad``) or the pad id. device: None:
+            the model's. grad_clip: max global gradient norm, or None. bf16:
+            bfloat16 autocast, CUDA only. progress: tqdm bar (None: on a tty).
+        optimizer: None makes ``Adam(lr=lr)``. scheduler: stepped every batch,
             or None. label_smoothing: eps of :func:`masked_cross_entropy`.
     Returns:
         :func:`training_record`'s dict (``epoch_loss``: token-weighted mean
-        per epoch, ``step_loss``, ``tokens_per_s``, ...); the model is left
-        in eval mode.
+        per epoch, ``step_loss``, ...); the model is left in eval mode.
     Raises:
-        TypeError, ValueError: see :func:`~course_pkg.checks.check_training`;
-            ValueError for bf16 off CUDA.
+        TypeError, ValueError: :func:`~course_pkg.checks.check_training`; bf16 off CUDA.
     """
     check_training(num_epochs, lr, grad_clip)
     pad, device = _pad_and_device(model, tgt_vocab_or_pad, device, bf16)
