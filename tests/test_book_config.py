@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import pathlib
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -83,3 +84,15 @@ def test_the_two_parts_of_the_portable_pass_are_every_notebook_once():
     assert len(first) == len(LONGEST)
     with pytest.raises(ValueError, match="part"):
         toc_part(3)
+
+
+def test_the_bibliography_parses_without_duplicate_keys():
+    """book/references.bib is valid BibTeX (a missing brace stops the book build)."""
+    from pybtex.database import parse_file
+
+    bib = ROOT / "book" / "references.bib"
+    keys = re.findall(
+        r"^@\w+\{([^,]+),", bib.read_text(encoding="utf-8"), re.M
+    )
+    assert len(keys) == len(set(keys)), "duplicate keys in references.bib"
+    assert len(parse_file(str(bib)).entries) == len(keys)
