@@ -272,7 +272,7 @@ def check_valid_lens(
 
 
 def check_qkv(queries: Any, keys: Any, values: Any) -> None:
-    """Refuse queries (B, Q, d_q), keys (B, K, d_k), values (B, K, d_v) that
+    """Refuse queries (B, Q, D_q), keys (B, K, D_k), values (B, K, d_v) that
     do not fit each other.
 
     Raises:
@@ -280,8 +280,8 @@ def check_qkv(queries: Any, keys: Any, values: Any) -> None:
             autocast) their dtypes differ.
         ValueError: if one is not 3-D, or B or K differ.
     """
-    check_tensor("queries", queries, 3, "(B, Q, d_q)")
-    check_tensor("keys", keys, 3, "(B, K, d_k)")
+    check_tensor("queries", queries, 3, "(B, Q, D_q)")
+    check_tensor("keys", keys, 3, "(B, K, D_k)")
     check_tensor("values", values, 3, "(B, K, d_v)")
     check_same_float_dtype(queries=queries, keys=keys, values=values)
     if not queries.shape[0] == keys.shape[0] == values.shape[0]:
@@ -291,7 +291,7 @@ def check_qkv(queries: Any, keys: Any, values: Any) -> None:
         )
     if keys.shape[1] != values.shape[1]:
         raise ValueError(
-            "keys (B, K, d_k) and values (B, K, d_v) must have the same K, "
+            "keys (B, K, D_k) and values (B, K, d_v) must have the same K, "
             f"got {keys.shape[1]} and {values.shape[1]}"
         )
 

@@ -8,7 +8,7 @@ values (:class:`ScoredAttention`). :class:`DotProductAttention` also has a fused
 never stores the weights.
 
 Shape letters (see the package docstring): ``B`` batch, ``Q`` queries, ``K``
-key–value pairs; ``d_q``, ``d_k``, ``d_v`` the widths of queries, keys and
+key–value pairs; ``D_q``, ``D_k``, ``d_v`` the widths of queries, keys and
 values.
 """
 
@@ -38,7 +38,7 @@ class ScoredAttention(nn.Module):
     the output their average of the values.
 
     Args:
-        query_size: d_q. key_size: d_k. dropout: on the attention weights.
+        query_size: D_q. key_size: D_k. dropout: on the attention weights.
     Attributes:
         attention_weights: (B, Q, K) weights of the last forward call.
     """
@@ -53,14 +53,14 @@ class ScoredAttention(nn.Module):
         self.attention_weights: torch.Tensor | None = None
 
     def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
-        """The keys as :meth:`scores` reads them, here unchanged: (B, K, d_k);
+        """The keys as :meth:`scores` reads them, here unchanged: (B, K, D_k);
         query-free, so a decoder may pass it once as ``projected_keys``."""
         return keys
 
     def scores(
         self, queries: torch.Tensor, keys: torch.Tensor
     ) -> torch.Tensor:  # pragma: no cover - abstract
-        """Unnormalised scores: queries (B, Q, d_q), keys
+        """Unnormalised scores: queries (B, Q, D_q), keys
         ``project_keys(keys)`` (B, K, ·) -> (B, Q, K)."""
         raise NotImplementedError
 
@@ -73,7 +73,7 @@ class ScoredAttention(nn.Module):
         *,
         projected_keys: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Attend: queries (B, Q, d_q), keys (B, K, d_k), values (B, K, d_v),
+        """Attend: queries (B, Q, D_q), keys (B, K, D_k), values (B, K, d_v),
         valid_lens None, (B,) or (B, Q) numbers of valid keys -> (B, Q, d_v).
 
         projected_keys: None, or ``project_keys(keys)`` (B, K,
@@ -125,8 +125,8 @@ class AdditiveAttention(ScoredAttention):
     Args:
         num_hiddens: the width of the hidden layer inside the score.
         dropout: dropout probability on the attention weights.
-        query_size: d_q (default num_hiddens).
-        key_size: d_k (default num_hiddens).
+        query_size: D_q (default num_hiddens).
+        key_size: D_k (default num_hiddens).
     """
 
     def __init__(
@@ -149,14 +149,14 @@ class AdditiveAttention(ScoredAttention):
         self.projected_key_size = num_hiddens
 
     def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
-        """keys (B, K, d_k) -> W_k k (B, K, num_hiddens): computed once per
+        """keys (B, K, D_k) -> W_k k (B, K, num_hiddens): computed once per
         sequence by a decoder, as Bahdanau et al. (2015, App. A.1.2) do."""
         return self.W_k(keys)
 
     def scores(
         self, queries: torch.Tensor, keys: torch.Tensor
     ) -> torch.Tensor:
-        """queries (B, Q, d_q), keys W_k k (B, K, num_hiddens) -> (B, Q, K)."""
+        """queries (B, Q, D_q), keys W_k k (B, K, num_hiddens) -> (B, Q, K)."""
         features = torch.tanh(
             self.W_q(queries).unsqueeze(2) + keys.unsqueeze(1)
         )  # (B, Q, K, num_hiddens)
@@ -286,14 +286,14 @@ class LuongAttention(ScoredAttention):
 
     Args:
         score: "dot", "general" or "concat".
-        query_size: d_q.
-        key_size: d_k (must equal d_q for "dot").
-        num_hiddens: hidden width of "concat" (default d_q).
+        query_size: D_q.
+        key_size: D_k (must equal D_q for "dot").
+        num_hiddens: hidden width of "concat" (default D_q).
         dropout: dropout probability on the weights.
     Raises:
         TypeError: if score is not a str or a size not an int.
         ValueError: on an unknown score, a size < 1, or "dot" with
-            d_q != d_k.
+            D_q != D_k.
     """
 
     def __init__(
@@ -317,7 +317,7 @@ class LuongAttention(ScoredAttention):
     def scores(
         self, queries: torch.Tensor, keys: torch.Tensor
     ) -> torch.Tensor:
-        """queries (B, Q, d_q), keys (B, K, d_k) -> (B, Q, K) scores."""
+        """queries (B, Q, D_q), keys (B, K, D_k) -> (B, Q, K) scores."""
         if self.score == "dot":
             return torch.bmm(queries, keys.transpose(1, 2))
         if self.score == "general":
@@ -329,5 +329,5 @@ class LuongAttention(ScoredAttention):
                 keys.unsqueeze(1).expand(-1, num_queries, -1, -1),
             ],
             dim=-1,
-        )  # (B, Q, K, d_q + d_k)
+        )  # (B, Q, K, D_q + D_k)
         return self.v(torch.tanh(self.W(pairs))).squeeze(-1)

@@ -239,7 +239,7 @@ def test_layer_constructors_name_a_bad_argument(make, name):
 @pytest.mark.parametrize(
     "make, error, name",
     [
-        # 0 used to mean "the default" (query_size 0 -> 4, a hidden width of 0 -> d_q)
+        # 0 used to mean "the default" (query_size 0 -> 4, a hidden width of 0 -> D_q)
         (
             lambda: AdditiveAttention(4, 0.0, query_size=0),
             ValueError,
