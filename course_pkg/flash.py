@@ -15,7 +15,7 @@ kernels of :mod:`course_pkg.kernels.flash_triton` do the same steps.
   dO, recomputing each block of probabilities instead of storing them.
 - :class:`FlashAttention` / :func:`flash_attention`: the two as a
   ``torch.autograd.Function`` that saves only Q, K, V, O and the
-  log-sum-exp.
+  log-sum-exp (the Triton kernels use it too).
 - :func:`standard_attention`: the explicit algorithm, S and P written to and
   read back from HBM, with the same counter, for the comparison.
 
@@ -347,13 +347,19 @@ class FlashAttention(torch.autograd.Function):
     """Attention whose forward saves Q, K, V, O and the log-sum-exp only.
 
     ``FlashAttention.apply(queries, keys, values, valid_lens, causal,
-    block_q, block_k)``; use :func:`flash_attention`, which checks first.
+    block_q, block_k, passes)``; passes, the functions that compute the two
+    passes: :func:`flash_forward` and :func:`flash_backward`, or the Triton
+    kernels' (:mod:`course_pkg.kernels.flash_triton`). Use
+    :func:`flash_attention`, which checks first.
     """
 
     @staticmethod
-    def forward(ctx, queries, keys, values, valid_lens, causal, bq, bk):
-        """:func:`flash_forward`; saves Q, K, V, O and the log-sum-exp."""
-        output, lse = flash_forward(
+    def forward(
+        ctx, queries, keys, values, valid_lens, causal, bq, bk, passes
+    ):
+        """The forward pass, passes[0]; saves Q, K, V, O and the LSE."""
+        forward_pass, ctx.backward_pass = passes
+        output, lse = forward_pass(
             queries, keys, values, valid_lens, causal, bq, bk
         )
         ctx.save_for_backward(queries, keys, values, output, lse)
@@ -362,10 +368,12 @@ class FlashAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        """:func:`flash_backward` from the saved tensors: dQ, dK, dV."""
+        """The backward pass, passes[1]: dQ, dK, dV from the saved tensors."""
         saved = ctx.saved_tensors
-        grads = flash_backward(*saved, grad_output.contiguous(), *ctx.options)
-        return (*grads, None, None, None, None)
+        grads = ctx.backward_pass(
+            *saved, grad_output.contiguous(), *ctx.options
+        )
+        return (*grads, None, None, None, None, None)
 
 
 def flash_attention(
@@ -395,8 +403,9 @@ def flash_attention(
         queries, keys, values, valid_lens, causal, block_q, block_k
     )
     return FlashAttention.apply(
-        queries, keys, values, valid_lens, causal, block_q, block_k
-    )
+        queries, keys, values, valid_lens, causal, block_q, block_k,
+        (flash_forward, flash_backward),
+    )  # fmt: skip
 
 
 # ----------------------------------------------------- the explicit algorithm

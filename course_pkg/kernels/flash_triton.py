@@ -30,7 +30,7 @@ import os
 
 import torch
 
-from course_pkg.flash import check_flash_inputs
+from course_pkg.flash import FlashAttention, check_flash_inputs
 
 try:
     import triton
@@ -377,29 +377,6 @@ def triton_flash_backward(
     return grad_q, grad_k, grad_v
 
 
-class TritonFlashAttention(torch.autograd.Function):
-    """:class:`course_pkg.flash.FlashAttention` with the Triton kernels:
-    saves Q, K, V, O and the log-sum-exp only."""
-
-    @staticmethod
-    def forward(ctx, queries, keys, values, valid_lens, causal, bq, bk):
-        """:func:`triton_flash_forward`; saves Q, K, V, O and the LSE."""
-        output, lse = triton_flash_forward(
-            queries, keys, values, valid_lens, causal, bq, bk
-        )
-        ctx.save_for_backward(queries, keys, values, output, lse)
-        ctx.options = (valid_lens, causal, bq, bk)
-        return output
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        """:func:`triton_flash_backward` from the saved tensors."""
-        grads = triton_flash_backward(
-            *ctx.saved_tensors, grad_output, *ctx.options
-        )
-        return (*grads, None, None, None, None)
-
-
 def triton_flash_attention(
     queries: torch.Tensor,
     keys: torch.Tensor,
@@ -409,7 +386,8 @@ def triton_flash_attention(
     block_q: int = 32,
     block_k: int = 32,
 ) -> torch.Tensor:
-    """Scaled dot-product attention by the Triton kernels, with autograd.
+    """Scaled dot-product attention by the Triton kernels, with autograd
+    (:class:`course_pkg.flash.FlashAttention` with the kernels' passes).
 
     Args:
         queries: (B, H, Q, d). keys, values: (B, H, K, d). valid_lens:
@@ -424,9 +402,10 @@ def triton_flash_attention(
     check_kernel_inputs(
         queries, keys, values, valid_lens, causal, block_q, block_k
     )
-    return TritonFlashAttention.apply(
-        queries, keys, values, valid_lens, causal, block_q, block_k
-    )
+    return FlashAttention.apply(
+        queries, keys, values, valid_lens, causal, block_q, block_k,
+        (triton_flash_forward, triton_flash_backward),
+    )  # fmt: skip
 
 
 # ------------------------------------------------- compiling without a GPU
