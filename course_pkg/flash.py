@@ -160,10 +160,23 @@ def _visible(
     return visible
 
 
-def _skipped(rows: range, cols: range, num_queries: int, num_keys: int):
-    """Whether a causal tile lies wholly above the diagonal: its first key
-    comes after the last key its last query may see."""
-    return cols.start > rows.stop - 1 + (num_keys - num_queries)
+def _skip(
+    io: IOCounter,
+    rows: range,
+    cols: range,
+    num_queries: int,
+    num_keys: int,
+    causal: bool,
+) -> bool:
+    """Whether a tile is left out: under the causal mask, one wholly above
+    the diagonal (its first key comes after the last key its last query may
+    see). Counts the tile in ``io`` as skipped or visited."""
+    skip = causal and cols.start > rows.stop - 1 + (num_keys - num_queries)
+    if skip:
+        io.skipped_blocks += 1
+    else:
+        io.visited_blocks += 1
+    return skip
 
 
 # ---------------------------------------------------------------- the forward
@@ -220,10 +233,8 @@ def flash_forward(
         acc = q_tile.new_zeros((B, H, len(rows), values.shape[3]))
         for k0 in range(0, num_keys, block_k):
             cols = range(k0, min(k0 + block_k, num_keys))
-            if causal and _skipped(rows, cols, num_queries, num_keys):
-                io.skipped_blocks += 1
+            if _skip(io, rows, cols, num_queries, num_keys, causal):
                 continue
-            io.visited_blocks += 1
             k_tile = io.read(keys[:, :, cols.start : cols.stop])
             v_tile = io.read(values[:, :, cols.start : cols.stop])
             scores = q_tile @ k_tile.transpose(2, 3) * scale
@@ -313,10 +324,8 @@ def flash_backward(
         dk_tile, dv_tile = torch.zeros_like(k_tile), torch.zeros_like(v_tile)
         for q0 in range(0, num_queries, block_q):
             rows = range(q0, min(q0 + block_q, num_queries))
-            if causal and _skipped(rows, cols, num_queries, num_keys):
-                io.skipped_blocks += 1
+            if _skip(io, rows, cols, num_queries, num_keys, causal):
                 continue
-            io.visited_blocks += 1
             part = slice(rows.start, rows.stop)
             q_tile = io.read(queries[:, :, part])
             do_tile = io.read(grad_output[:, :, part])
