@@ -40,13 +40,13 @@ import torch
 
 from course_pkg.checks import (
     check_float_dtype,
+    check_masks,
     check_positive_int,
     check_same_device,
     check_same_float_dtype,
     check_shape,
     check_sizes,
     check_tensor,
-    check_valid_lens,
 )
 
 # ------------------------------------------------------------- counting bytes
@@ -476,7 +476,7 @@ def check_flash_inputs(
     check_tensor("keys", keys, 4, "(B, H, K, d)")
     check_tensor("values", values, 4, "(B, H, K, d_v)")
     check_same_float_dtype(queries=queries, keys=keys, values=values)
-    B, H, num_queries, d = queries.shape
+    B, H, _, d = queries.shape
     if keys.shape[:2] != (B, H) or keys.shape[3] != d:
         raise ValueError(
             f"keys must have shape (B, H, K, d)=({B}, {H}, K, {d}), "
@@ -493,21 +493,7 @@ def check_flash_inputs(
             "queries, keys and values must be on one device, got "
             f"{queries.device}, {keys.device}, {values.device}"
         )
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
-    if causal and keys.shape[2] < num_queries:
-        raise ValueError(
-            f"causal attention needs K >= Q, got Q={num_queries}, "
-            f"K={keys.shape[2]}"
-        )
-    check_valid_lens(
-        "valid_lens",
-        valid_lens,
-        B,
-        keys.shape[2],
-        num_queries=num_queries,
-        like=("queries", queries),
-    )
+    check_masks(valid_lens, causal, keys.shape[2], like=("queries", queries))
 
 
 def _lengths(

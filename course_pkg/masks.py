@@ -19,11 +19,11 @@ from course_pkg.checks import (
     check_float_dtype,
     check_int,
     check_integer_dtype,
+    check_masks,
     check_range,
     check_same_device,
     check_tensor,
     check_tensor_type,
-    check_valid_lens,
 )
 
 
@@ -175,14 +175,7 @@ def masked_softmax(
     check_tensor("X", X, 3, "(B, Q, K)")
     check_float_dtype("X", X)
     batch_size, num_queries, num_keys = X.shape
-    check_valid_lens(
-        "valid_lens",
-        valid_lens,
-        batch_size,
-        num_keys,
-        num_queries=num_queries,
-        like=("X", X),
-    )
+    check_masks(valid_lens, causal, num_keys, like=("X", X))
     mask = attention_mask(valid_lens, num_queries, num_keys, causal, X.device)
     if mask is None:
         return F.softmax(X, dim=-1)
