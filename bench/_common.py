@@ -1,5 +1,6 @@
 """What the benchmark scripts share: their common options, the device they
-run on, timing several paths in turns, and the verdict line of a target.
+run on, timing several paths in turns, the verdict line of a target, and
+the Transformer chapters' training loop (one rate per epoch).
 
 The timing itself is :mod:`course_pkg.cost`'s; a script imports this module
 as ``_common`` (its own folder is on ``sys.path`` when it runs).
@@ -15,6 +16,7 @@ import torch
 
 from course_pkg.cost import call_seconds
 from course_pkg.device import get_device
+from course_pkg.train import train_seq2seq
 
 
 def parser(
@@ -95,3 +97,30 @@ def verdict(ratios: dict[int, float], target: float) -> str:
     if not missed:
         return "meets the target at every T"
     return f"MISSES the target at T={missed}"
+
+
+def train_rate_per_epoch(
+    model: torch.nn.Module, data, rates: list[float], **options
+) -> None:
+    """Train an encoder–decoder as the Transformer chapters do: one Adam for
+    every epoch, one pass over ``data.train`` per rate, at that rate.
+
+    Args:
+        model: the encoder–decoder. data: its dataloaders (``train``,
+            ``tgt_vocab``). rates: the learning rate of each epoch.
+        options: passed on to :func:`course_pkg.train.train_seq2seq`
+            (``device``, ``grad_clip``, ``label_smoothing``).
+    """
+    optimizer = torch.optim.Adam(model.parameters(), lr=rates[0])
+    for lr in rates:
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        train_seq2seq(
+            model,
+            data.train,
+            lr,
+            1,
+            data.tgt_vocab,
+            optimizer=optimizer,
+            **options,
+        )

@@ -33,8 +33,9 @@ from course_pkg.lm_translation import (
 )
 from course_pkg.metrics import corpus_bleu
 from course_pkg.seq2seq import SETTINGS
-from course_pkg.train import train_seq2seq
 from course_pkg.transformer import Transformer
+
+from _common import train_rate_per_epoch
 
 # As in the notebook: name -> (temperature, top_k, top_p).
 SAMPLING = {
@@ -66,19 +67,9 @@ def train_transformer(splits, seed: int):
     seed_everything(seed)
     # As in the notebook: the chapter-7 Transformer (default settings).
     model = Transformer.from_settings(len(data.src_vocab), len(data.tgt_vocab))
-    optimizer = torch.optim.Adam(model.parameters())
-    for lr in GPT_SETTINGS.lr_per_epoch:
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        train_seq2seq(
-            model,
-            data.train,
-            lr,
-            1,
-            data.tgt_vocab,
-            grad_clip=SETTINGS.grad_clip,
-            optimizer=optimizer,
-        )
+    train_rate_per_epoch(
+        model, data, GPT_SETTINGS.lr_per_epoch, grad_clip=SETTINGS.grad_clip
+    )
     return model, data
 
 

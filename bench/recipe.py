@@ -36,7 +36,7 @@ from course_pkg.seq2seq import SETTINGS
 from course_pkg.train import train_seq2seq, warmup_inverse_sqrt
 from course_pkg.transformer import Transformer, TransformerSettings
 
-from _common import device_of, parser
+from _common import device_of, parser, train_rate_per_epoch
 
 CHAPTER_LR = [0.01] * 6 + [0.005, 0.0025]
 RECIPES = ("chapter", "smoothing", "warmup")
@@ -77,22 +77,14 @@ def train(recipe: str, seed: int, data, epochs: int, device) -> Transformer:
             scheduler=scheduler,
         )
         return model
-    optimizer = torch.optim.Adam(model.parameters(), lr=CHAPTER_LR[0])
-    smoothing = 0.1 if recipe == "smoothing" else 0.0
-    for lr in chapter_rates(epochs):
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        train_seq2seq(
-            model,
-            data.train,
-            lr,
-            1,
-            data.tgt_vocab,
-            device=device,
-            grad_clip=SETTINGS.grad_clip,
-            optimizer=optimizer,
-            label_smoothing=smoothing,
-        )
+    train_rate_per_epoch(
+        model,
+        data,
+        chapter_rates(epochs),
+        device=device,
+        grad_clip=SETTINGS.grad_clip,
+        label_smoothing=0.1 if recipe == "smoothing" else 0.0,
+    )
     return model
 
 

@@ -271,6 +271,38 @@ def check_valid_lens(
         check_range(name, valid_lens, 0, max_len)
 
 
+def check_masks(
+    valid_lens: Any, causal: Any, num_keys: int, like: tuple[str, torch.Tensor]
+) -> None:
+    """Refuse attention's two masks where they do not fit the queries and K.
+
+    Args:
+        valid_lens: None, (B,) or (B, Q) lengths in [0, K], checked by
+            :func:`check_valid_lens`. causal: a bool; True needs K >= Q (the
+            queries are the last Q of the K positions). num_keys: K.
+        like: (name, tensor) of a checked tensor shaped (B, ..., Q, last):
+            queries (B, Q, d) or (B, H, Q, d), or scores (B, Q, K).
+    Raises:
+        TypeError: if causal is not a bool, or valid_lens not integer.
+        ValueError: if causal with K < Q, or the lengths do not fit.
+    """
+    batch_size, num_queries = like[1].shape[0], like[1].shape[-2]
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
+    if causal and num_keys < num_queries:
+        raise ValueError(
+            f"causal attention needs K >= Q, got Q={num_queries}, K={num_keys}"
+        )
+    check_valid_lens(
+        "valid_lens",
+        valid_lens,
+        batch_size,
+        num_keys,
+        num_queries=num_queries,
+        like=like,
+    )
+
+
 def check_qkv(queries: Any, keys: Any, values: Any) -> None:
     """Refuse queries (B, Q, D_q), keys (B, K, D_k), values (B, K, d_v) that
     do not fit each other.
@@ -331,20 +363,7 @@ def check_attention_inputs(
     ):
         if size is not None:
             check_last_dim(name, tensor, size, shape)
-    batch_size, num_queries = queries.shape[:2]
-    num_keys = keys.shape[1]
-    check_valid_lens(
-        "valid_lens",
-        valid_lens,
-        batch_size,
-        num_keys,
-        num_queries=num_queries,
-        like=("queries", queries),
-    )
-    if causal and num_keys < num_queries:
-        raise ValueError(
-            f"causal attention needs K >= Q, got Q={num_queries}, K={num_keys}"
-        )
+    check_masks(valid_lens, causal, keys.shape[1], like=("queries", queries))
 
 
 def check_shape(

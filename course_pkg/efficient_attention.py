@@ -31,11 +31,11 @@ import torch
 from course_pkg.attention import KVCache, MultiHeadAttention
 from course_pkg.checks import (
     check_last_dim,
+    check_masks,
     check_positive_int,
     check_same_float_dtype,
     check_sizes,
     check_tensor,
-    check_valid_lens,
 )
 from course_pkg.long_context import alibi_bias
 from course_pkg.masks import hide_unseen, masked_softmax
@@ -54,7 +54,7 @@ def _check_blockwise(
 ) -> None:
     """The checks of :func:`blockwise_attention`."""
     _check_shape("queries", queries, "BHQd", (None,) * 4)
-    batch_size, num_heads, num_queries, head_width = queries.shape
+    batch_size, num_heads, _, head_width = queries.shape
     _check_shape(
         "keys", keys, "BHKd", (batch_size, num_heads, None, head_width)
     )
@@ -63,26 +63,8 @@ def _check_blockwise(
         "values", values, "BHKv", (batch_size, num_heads, num_keys, None)
     )
     check_same_float_dtype(queries=queries, keys=keys, values=values)
-    if not isinstance(block_size, int) or isinstance(block_size, bool):
-        raise TypeError(
-            f"block_size must be an int, got {type(block_size).__name__}"
-        )
-    if block_size < 1:
-        raise ValueError(f"block_size must be >= 1, got {block_size}")
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
-    if causal and num_keys < num_queries:
-        raise ValueError(
-            f"causal attention needs K >= Q, got Q={num_queries}, K={num_keys}"
-        )
-    check_valid_lens(
-        "valid_lens",
-        valid_lens,
-        batch_size,
-        num_keys,
-        num_queries=num_queries,
-        like=("queries", queries),
-    )
+    check_positive_int("block_size", block_size)
+    check_masks(valid_lens, causal, num_keys, like=("queries", queries))
 
 
 def _block_mask(
@@ -412,7 +394,7 @@ class GroupedQueryAttention(MultiHeadAttention):
                 "cache must be a KVCache of keys and values (B, G, K, d), "
                 f"got {type(cache).__name__}"
             )
-        batch_size, num_queries = queries.shape[:2]
+        batch_size = queries.shape[0]
         groups, width = self.num_kv_heads, self.head_width
         keys, values = cache
         _check_shape(
@@ -427,19 +409,7 @@ class GroupedQueryAttention(MultiHeadAttention):
             values=values,
             layer_weights=self.W_q.weight,
         )
-        check_valid_lens(
-            "valid_lens",
-            valid_lens,
-            batch_size,
-            num_keys,
-            num_queries=num_queries,
-            like=("queries", queries),
-        )
-        if causal and num_keys < num_queries:
-            raise ValueError(
-                f"causal attention needs K >= Q, got Q={num_queries}, "
-                f"K={num_keys}"
-            )
+        check_masks(valid_lens, causal, num_keys, like=("queries", queries))
 
 
 # ---------------------------------------------------------------- input checks

@@ -15,7 +15,7 @@ kernels of :mod:`course_pkg.kernels.flash_triton` do the same steps.
   dO, recomputing each block of probabilities instead of storing them.
 - :class:`FlashAttention` / :func:`flash_attention`: the two as a
   ``torch.autograd.Function`` that saves only Q, K, V, O and the
-  log-sum-exp.
+  log-sum-exp (the Triton kernels use it too).
 - :func:`standard_attention`: the explicit algorithm, S and P written to and
   read back from HBM, with the same counter, for the comparison.
 
@@ -40,13 +40,13 @@ import torch
 
 from course_pkg.checks import (
     check_float_dtype,
+    check_masks,
     check_positive_int,
     check_same_device,
     check_same_float_dtype,
     check_shape,
     check_sizes,
     check_tensor,
-    check_valid_lens,
 )
 
 # ------------------------------------------------------------- counting bytes
@@ -160,10 +160,23 @@ def _visible(
     return visible
 
 
-def _skipped(rows: range, cols: range, num_queries: int, num_keys: int):
-    """Whether a causal tile lies wholly above the diagonal: its first key
-    comes after the last key its last query may see."""
-    return cols.start > rows.stop - 1 + (num_keys - num_queries)
+def _skip(
+    io: IOCounter,
+    rows: range,
+    cols: range,
+    num_queries: int,
+    num_keys: int,
+    causal: bool,
+) -> bool:
+    """Whether a tile is left out: under the causal mask, one wholly above
+    the diagonal (its first key comes after the last key its last query may
+    see). Counts the tile in ``io`` as skipped or visited."""
+    skip = causal and cols.start > rows.stop - 1 + (num_keys - num_queries)
+    if skip:
+        io.skipped_blocks += 1
+    else:
+        io.visited_blocks += 1
+    return skip
 
 
 # ---------------------------------------------------------------- the forward
@@ -220,10 +233,8 @@ def flash_forward(
         acc = q_tile.new_zeros((B, H, len(rows), values.shape[3]))
         for k0 in range(0, num_keys, block_k):
             cols = range(k0, min(k0 + block_k, num_keys))
-            if causal and _skipped(rows, cols, num_queries, num_keys):
-                io.skipped_blocks += 1
+            if _skip(io, rows, cols, num_queries, num_keys, causal):
                 continue
-            io.visited_blocks += 1
             k_tile = io.read(keys[:, :, cols.start : cols.stop])
             v_tile = io.read(values[:, :, cols.start : cols.stop])
             scores = q_tile @ k_tile.transpose(2, 3) * scale
@@ -313,10 +324,8 @@ def flash_backward(
         dk_tile, dv_tile = torch.zeros_like(k_tile), torch.zeros_like(v_tile)
         for q0 in range(0, num_queries, block_q):
             rows = range(q0, min(q0 + block_q, num_queries))
-            if causal and _skipped(rows, cols, num_queries, num_keys):
-                io.skipped_blocks += 1
+            if _skip(io, rows, cols, num_queries, num_keys, causal):
                 continue
-            io.visited_blocks += 1
             part = slice(rows.start, rows.stop)
             q_tile = io.read(queries[:, :, part])
             do_tile = io.read(grad_output[:, :, part])
@@ -347,13 +356,19 @@ class FlashAttention(torch.autograd.Function):
     """Attention whose forward saves Q, K, V, O and the log-sum-exp only.
 
     ``FlashAttention.apply(queries, keys, values, valid_lens, causal,
-    block_q, block_k)``; use :func:`flash_attention`, which checks first.
+    block_q, block_k, passes)``; passes, the functions that compute the two
+    passes: :func:`flash_forward` and :func:`flash_backward`, or the Triton
+    kernels' (:mod:`course_pkg.kernels.flash_triton`). Use
+    :func:`flash_attention`, which checks first.
     """
 
     @staticmethod
-    def forward(ctx, queries, keys, values, valid_lens, causal, bq, bk):
-        """:func:`flash_forward`; saves Q, K, V, O and the log-sum-exp."""
-        output, lse = flash_forward(
+    def forward(
+        ctx, queries, keys, values, valid_lens, causal, bq, bk, passes
+    ):
+        """The forward pass, passes[0]; saves Q, K, V, O and the LSE."""
+        forward_pass, ctx.backward_pass = passes
+        output, lse = forward_pass(
             queries, keys, values, valid_lens, causal, bq, bk
         )
         ctx.save_for_backward(queries, keys, values, output, lse)
@@ -362,10 +377,12 @@ class FlashAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        """:func:`flash_backward` from the saved tensors: dQ, dK, dV."""
+        """The backward pass, passes[1]: dQ, dK, dV from the saved tensors."""
         saved = ctx.saved_tensors
-        grads = flash_backward(*saved, grad_output.contiguous(), *ctx.options)
-        return (*grads, None, None, None, None)
+        grads = ctx.backward_pass(
+            *saved, grad_output.contiguous(), *ctx.options
+        )
+        return (*grads, None, None, None, None, None)
 
 
 def flash_attention(
@@ -395,8 +412,9 @@ def flash_attention(
         queries, keys, values, valid_lens, causal, block_q, block_k
     )
     return FlashAttention.apply(
-        queries, keys, values, valid_lens, causal, block_q, block_k
-    )
+        queries, keys, values, valid_lens, causal, block_q, block_k,
+        (flash_forward, flash_backward),
+    )  # fmt: skip
 
 
 # ----------------------------------------------------- the explicit algorithm
@@ -458,7 +476,7 @@ def check_flash_inputs(
     check_tensor("keys", keys, 4, "(B, H, K, d)")
     check_tensor("values", values, 4, "(B, H, K, d_v)")
     check_same_float_dtype(queries=queries, keys=keys, values=values)
-    B, H, num_queries, d = queries.shape
+    B, H, _, d = queries.shape
     if keys.shape[:2] != (B, H) or keys.shape[3] != d:
         raise ValueError(
             f"keys must have shape (B, H, K, d)=({B}, {H}, K, {d}), "
@@ -475,21 +493,7 @@ def check_flash_inputs(
             "queries, keys and values must be on one device, got "
             f"{queries.device}, {keys.device}, {values.device}"
         )
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
-    if causal and keys.shape[2] < num_queries:
-        raise ValueError(
-            f"causal attention needs K >= Q, got Q={num_queries}, "
-            f"K={keys.shape[2]}"
-        )
-    check_valid_lens(
-        "valid_lens",
-        valid_lens,
-        B,
-        keys.shape[2],
-        num_queries=num_queries,
-        like=("queries", queries),
-    )
+    check_masks(valid_lens, causal, keys.shape[2], like=("queries", queries))
 
 
 def _lengths(

@@ -28,10 +28,10 @@ import math
 import torch
 
 from course_pkg.checks import (
-    check_device,
     check_positive_int,
     check_positive_number,
 )
+from course_pkg.masks import query_key_distance
 from course_pkg.rotary import RotaryEmbedding
 
 # ---------------------------------------------------------------------- ALiBi
@@ -72,19 +72,9 @@ def alibi_bias(
     Raises:
         TypeError, ValueError: if a size is not an int >= 1 or K < Q.
     """
-    check_positive_int("num_queries", num_queries)
-    check_positive_int("num_keys", num_keys)
-    if num_keys < num_queries:
-        raise ValueError(
-            f"num_keys must be >= num_queries, got K={num_keys}, "
-            f"Q={num_queries}"
-        )
-    device = check_device("device", device)
-    slopes = alibi_slopes(num_heads).to(device=device, dtype=dtype)
-    queries = torch.arange(num_keys - num_queries, num_keys, device=device)
-    keys = torch.arange(num_keys, device=device)
-    distance = (queries[:, None] - keys[None, :]).abs().to(dtype)  # (Q, K)
-    return -slopes[:, None, None] * distance
+    distance = query_key_distance(num_queries, num_keys, device)  # (Q, K)
+    slopes = alibi_slopes(num_heads).to(distance.device, dtype)
+    return -slopes[:, None, None] * distance.abs().to(dtype)
 
 
 # ------------------------------------------------------------- RoPE, stretched

@@ -1,7 +1,9 @@
 """Masks and the masked softmax: which keys a query may see.
 
 Chapter: "Attention scoring functions" (padding masks, the masked softmax);
-"The Transformer" adds the causal mask. Every attention module in the
+"The Transformer" adds the causal mask; "Attention at inference time"
+measures sliding windows and ALiBi's distances with
+:func:`query_key_distance`. Every attention module in the
 package masks through :func:`masked_softmax` (explicit path) or
 :func:`attention_mask` (fused path, :mod:`course_pkg.scoring`).
 
@@ -19,11 +21,12 @@ from course_pkg.checks import (
     check_float_dtype,
     check_int,
     check_integer_dtype,
+    check_masks,
+    check_positive_int,
     check_range,
     check_same_device,
     check_tensor,
     check_tensor_type,
-    check_valid_lens,
 )
 
 
@@ -108,6 +111,35 @@ def causal_mask(
     return (key_pos <= query_pos)[None]
 
 
+def query_key_distance(
+    num_queries: int, num_keys: int, device: torch.device | str | None = None
+) -> torch.Tensor:
+    """How far back each key lies from each query, the queries being the
+    last Q of the K positions (query i at position K - Q + i).
+
+    Args:
+        num_queries: Q >= 1. num_keys: K >= Q. device: where to build it.
+    Returns:
+        (Q, K) int64 tensor, K - Q + i - j: 0 at the query's own position,
+        positive for earlier keys, negative for later ones.
+    Raises:
+        TypeError, ValueError: if a size is not an int >= 1 or K < Q.
+    """
+    check_positive_int("num_queries", num_queries)
+    check_positive_int("num_keys", num_keys)
+    if num_keys < num_queries:
+        raise ValueError(
+            f"num_keys must be >= num_queries, got K={num_keys}, "
+            f"Q={num_queries}"
+        )
+    device = check_device("device", device)
+    query_positions = torch.arange(
+        num_keys - num_queries, num_keys, device=device
+    )
+    key_positions = torch.arange(num_keys, device=device)
+    return query_positions[:, None] - key_positions[None, :]
+
+
 def attention_mask(
     valid_lens: torch.Tensor | None,
     num_queries: int,
@@ -175,14 +207,7 @@ def masked_softmax(
     check_tensor("X", X, 3, "(B, Q, K)")
     check_float_dtype("X", X)
     batch_size, num_queries, num_keys = X.shape
-    check_valid_lens(
-        "valid_lens",
-        valid_lens,
-        batch_size,
-        num_keys,
-        num_queries=num_queries,
-        like=("X", X),
-    )
+    check_masks(valid_lens, causal, num_keys, like=("X", X))
     mask = attention_mask(valid_lens, num_queries, num_keys, causal, X.device)
     if mask is None:
         return F.softmax(X, dim=-1)

@@ -29,6 +29,7 @@ from course_pkg.checks import (
     check_same_float_dtype,
 )
 from course_pkg.efficient_attention import _check_shape
+from course_pkg.masks import query_key_distance
 
 
 def sliding_window_mask(
@@ -49,21 +50,9 @@ def sliding_window_mask(
         TypeError, ValueError: if a size is not an int >= 1, window <= 0,
             or K < Q.
     """
-    check_positive_int("num_queries", num_queries)
-    check_positive_int("num_keys", num_keys)
     if window is not None:
         check_positive_int("window", window)
-    if num_keys < num_queries:
-        raise ValueError(
-            f"num_keys must be >= num_queries, got K={num_keys}, "
-            f"Q={num_queries}"
-        )
-    device = check_device("device", device)
-    query_positions = torch.arange(
-        num_keys - num_queries, num_keys, device=device
-    )[:, None]
-    key_positions = torch.arange(num_keys, device=device)[None, :]
-    distance = query_positions - key_positions  # (Q, K)
+    distance = query_key_distance(num_queries, num_keys, device)  # (Q, K)
     visible = distance >= 0
     if window is not None:
         visible = visible & (distance < window)

@@ -27,6 +27,7 @@ from course_pkg.masks import (
     attention_mask,
     causal_mask,
     masked_softmax,
+    query_key_distance,
     sequence_mask,
 )
 from course_pkg.scoring import (
@@ -71,6 +72,21 @@ def test_causal_mask_aligns_queries_to_the_last_positions():
     assert causal_mask(1, 5)[0].tolist() == [[True] * 5]
     with pytest.raises(ValueError, match="K >= Q"):
         causal_mask(3, 2)
+
+
+def test_query_key_distance_places_the_queries_last():
+    # Query i sits at position K - Q + i: its own key is at distance 0, the
+    # causal mask is the distances >= 0, for every Q <= K up to 6.
+    assert query_key_distance(2, 4).tolist() == [[2, 1, 0, -1], [3, 2, 1, 0]]
+    for num_keys in range(1, 7):
+        for num_queries in range(1, num_keys + 1):
+            distance = query_key_distance(num_queries, num_keys)
+            assert torch.equal(
+                distance >= 0, causal_mask(num_queries, num_keys)[0]
+            )
+            assert (distance.diagonal(num_keys - num_queries) == 0).all()
+    with pytest.raises(ValueError, match="num_keys must be >= num_queries"):
+        query_key_distance(3, 2)
 
 
 def test_masked_softmax_rows_with_nothing_valid_are_zero_not_nan():

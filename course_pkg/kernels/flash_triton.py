@@ -30,7 +30,7 @@ import os
 
 import torch
 
-from course_pkg.flash import check_flash_inputs
+from course_pkg.flash import FlashAttention, check_flash_inputs
 
 try:
     import triton
@@ -70,6 +70,48 @@ def _matmul(a, b, ACC: tl.constexpr):
 
 
 @triton.jit
+def _tile_at(head, positions, length, D: tl.constexpr):
+    """Offsets (N, D) of the rows ``positions`` (N,) of head ``head`` in a
+    contiguous (B * H, length, D) tensor, and the (N, 1) mask of the rows
+    that exist (position < length)."""
+    dims = tl.arange(0, D)
+    at = head * length * D + positions[:, None] * D + dims[None, :]
+    return at, (positions < length)[:, None]
+
+
+@triton.jit
+def _key_end(block, num_queries, num_keys, BLOCK_Q: tl.constexpr,
+             CAUSAL: tl.constexpr):  # fmt: skip
+    """Where query block ``block``'s loop over keys stops: at num_keys, or,
+    causal, after the last key that its last query sees."""
+    end = num_keys
+    if CAUSAL:
+        end = tl.minimum(
+            num_keys, (block + 1) * BLOCK_Q + num_keys - num_queries
+        )
+    return end
+
+
+@triton.jit
+def _key_tile(
+    K, V, head, start, q, rows, lens, num_queries, num_keys, scale,
+    D: tl.constexpr, BLOCK_K: tl.constexpr, CAUSAL: tl.constexpr,
+    ACC: tl.constexpr,
+):  # fmt: skip
+    """The key tile from key ``start`` on, for the query tile q at ``rows``:
+    its keys and values (BLOCK_K, D), zeros past num_keys, and the scores
+    q k^T * scale (BLOCK_Q, BLOCK_K), -inf where a query may not see a key
+    (so that their exp() is 0)."""
+    cols = start + tl.arange(0, BLOCK_K)
+    kv_at, kv_real = _tile_at(head, cols, num_keys, D)
+    k = tl.load(K + kv_at, mask=kv_real, other=0.0)
+    v = tl.load(V + kv_at, mask=kv_real, other=0.0)
+    scores = _matmul(q, tl.trans(k), ACC) * scale
+    seen = _visible(rows, cols, lens, num_queries, num_keys, CAUSAL)
+    return k, v, tl.where(seen, scores, float("-inf"))
+
+
+@triton.jit
 def flash_forward_kernel(
     Q, K, V, OUT, LSE, LENS, num_queries, num_keys, scale,
     D: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr,
@@ -77,27 +119,19 @@ def flash_forward_kernel(
 ):  # fmt: skip
     block, head = tl.program_id(0), tl.program_id(1)
     rows = block * BLOCK_Q + tl.arange(0, BLOCK_Q)
-    dims = tl.arange(0, D)
     in_range = rows < num_queries
-    q_at = head * num_queries * D + rows[:, None] * D + dims[None, :]
-    q = tl.load(Q + q_at, mask=in_range[:, None], other=0.0)
+    q_at, q_real = _tile_at(head, rows, num_queries, D)
+    q = tl.load(Q + q_at, mask=q_real, other=0.0)
     lens = tl.load(LENS + head * num_queries + rows, mask=in_range, other=0)
     row_max = tl.full([BLOCK_Q], float("-inf"), ACC)
     row_sum = tl.zeros([BLOCK_Q], ACC)
     acc = tl.zeros([BLOCK_Q, D], ACC)
-    end = num_keys  # causal: stop after the diagonal's last block
-    if CAUSAL:
-        end = tl.minimum(
-            num_keys, (block + 1) * BLOCK_Q + num_keys - num_queries
-        )
+    end = _key_end(block, num_queries, num_keys, BLOCK_Q, CAUSAL)
     for start in range(0, end, BLOCK_K):
-        cols = start + tl.arange(0, BLOCK_K)
-        kv_at = head * num_keys * D + cols[:, None] * D + dims[None, :]
-        k = tl.load(K + kv_at, mask=(cols < num_keys)[:, None], other=0.0)
-        v = tl.load(V + kv_at, mask=(cols < num_keys)[:, None], other=0.0)
-        scores = _matmul(q, tl.trans(k), ACC) * scale
-        seen = _visible(rows, cols, lens, num_queries, num_keys, CAUSAL)
-        scores = tl.where(seen, scores, float("-inf"))
+        k, v, scores = _key_tile(
+            K, V, head, start, q, rows, lens, num_queries, num_keys, scale,
+            D, BLOCK_K, CAUSAL, ACC,
+        )  # fmt: skip
         new_max = tl.maximum(row_max, tl.max(scores, 1))
         shift = tl.where(new_max == float("-inf"), 0.0, new_max)
         weights = tl.exp(scores - shift[:, None])
@@ -110,8 +144,24 @@ def flash_forward_kernel(
     safe_sum = tl.where(empty, 1.0, row_sum)
     out = acc / safe_sum[:, None]
     lse = tl.where(empty, float("inf"), row_max + tl.log(safe_sum))
-    tl.store(OUT + q_at, out.to(OUT.dtype.element_ty), mask=in_range[:, None])
+    tl.store(OUT + q_at, out.to(OUT.dtype.element_ty), mask=q_real)
     tl.store(LSE + head * num_queries + rows, lse, mask=in_range)
+
+
+@triton.jit
+def _query_tile(Q, DO, LSE, DELTA, LENS, head, rows, num_queries,
+                D: tl.constexpr):  # fmt: skip
+    """What the backward kernels read of the query tile at ``rows``: q and
+    dO (BLOCK_Q, D), zeros past num_queries; the log-sum-exp, D_i and the
+    lengths (BLOCK_Q,), +inf, 0 and 0 past num_queries."""
+    q_at, q_real = _tile_at(head, rows, num_queries, D)
+    q = tl.load(Q + q_at, mask=q_real, other=0.0)
+    grad_out = tl.load(DO + q_at, mask=q_real, other=0.0)
+    at, in_range = head * num_queries + rows, rows < num_queries
+    lse = tl.load(LSE + at, mask=in_range, other=float("inf"))
+    delta = tl.load(DELTA + at, mask=in_range, other=0.0)
+    lens = tl.load(LENS + at, mask=in_range, other=0)
+    return q, grad_out, lse, delta, lens
 
 
 @triton.jit
@@ -122,10 +172,9 @@ def flash_backward_dkdv_kernel(
 ):  # fmt: skip
     block, head = tl.program_id(0), tl.program_id(1)
     cols = block * BLOCK_K + tl.arange(0, BLOCK_K)
-    dims = tl.arange(0, D)
-    kv_at = head * num_keys * D + cols[:, None] * D + dims[None, :]
-    k = tl.load(K + kv_at, mask=(cols < num_keys)[:, None], other=0.0)
-    v = tl.load(V + kv_at, mask=(cols < num_keys)[:, None], other=0.0)
+    kv_at, kv_real = _tile_at(head, cols, num_keys, D)
+    k = tl.load(K + kv_at, mask=kv_real, other=0.0)
+    v = tl.load(V + kv_at, mask=kv_real, other=0.0)
     grad_k = tl.zeros([BLOCK_K, D], ACC)
     grad_v = tl.zeros([BLOCK_K, D], ACC)
     begin = 0  # causal: the first query block that sees this key block
@@ -134,14 +183,9 @@ def flash_backward_dkdv_kernel(
         begin = first_row // BLOCK_Q * BLOCK_Q
     for start in range(begin, num_queries, BLOCK_Q):
         rows = start + tl.arange(0, BLOCK_Q)
-        in_range = rows < num_queries
-        q_at = head * num_queries * D + rows[:, None] * D + dims[None, :]
-        q = tl.load(Q + q_at, mask=in_range[:, None], other=0.0)
-        grad_out = tl.load(DO + q_at, mask=in_range[:, None], other=0.0)
-        at = head * num_queries + rows
-        lse = tl.load(LSE + at, mask=in_range, other=float("inf"))
-        delta = tl.load(DELTA + at, mask=in_range, other=0.0)
-        lens = tl.load(LENS + at, mask=in_range, other=0)
+        q, grad_out, lse, delta, lens = _query_tile(
+            Q, DO, LSE, DELTA, LENS, head, rows, num_queries, D
+        )
         scores = _matmul(q, tl.trans(k), ACC) * scale
         seen = _visible(rows, cols, lens, num_queries, num_keys, CAUSAL)
         probs = tl.where(seen, tl.exp(scores - lse[:, None]), 0.0)
@@ -150,16 +194,8 @@ def flash_backward_dkdv_kernel(
         grad_scores = (probs * (grad_probs - delta[:, None])).to(q.dtype)
         grad_k += _matmul(tl.trans(grad_scores), q, ACC)
     grad_k = grad_k * scale
-    tl.store(
-        DK + kv_at,
-        grad_k.to(DK.dtype.element_ty),
-        mask=(cols < num_keys)[:, None],
-    )
-    tl.store(
-        DV + kv_at,
-        grad_v.to(DV.dtype.element_ty),
-        mask=(cols < num_keys)[:, None],
-    )
+    tl.store(DK + kv_at, grad_k.to(DK.dtype.element_ty), mask=kv_real)
+    tl.store(DV + kv_at, grad_v.to(DV.dtype.element_ty), mask=kv_real)
 
 
 @triton.jit
@@ -170,34 +206,23 @@ def flash_backward_dq_kernel(
 ):  # fmt: skip
     block, head = tl.program_id(0), tl.program_id(1)
     rows = block * BLOCK_Q + tl.arange(0, BLOCK_Q)
-    dims = tl.arange(0, D)
-    in_range = rows < num_queries
-    q_at = head * num_queries * D + rows[:, None] * D + dims[None, :]
-    q = tl.load(Q + q_at, mask=in_range[:, None], other=0.0)
-    grad_out = tl.load(DO + q_at, mask=in_range[:, None], other=0.0)
-    at = head * num_queries + rows
-    lse = tl.load(LSE + at, mask=in_range, other=float("inf"))
-    delta = tl.load(DELTA + at, mask=in_range, other=0.0)
-    lens = tl.load(LENS + at, mask=in_range, other=0)
+    q, grad_out, lse, delta, lens = _query_tile(
+        Q, DO, LSE, DELTA, LENS, head, rows, num_queries, D
+    )
     grad_q = tl.zeros([BLOCK_Q, D], ACC)
-    end = num_keys
-    if CAUSAL:
-        end = tl.minimum(
-            num_keys, (block + 1) * BLOCK_Q + num_keys - num_queries
-        )
+    end = _key_end(block, num_queries, num_keys, BLOCK_Q, CAUSAL)
     for start in range(0, end, BLOCK_K):
-        cols = start + tl.arange(0, BLOCK_K)
-        kv_at = head * num_keys * D + cols[:, None] * D + dims[None, :]
-        k = tl.load(K + kv_at, mask=(cols < num_keys)[:, None], other=0.0)
-        v = tl.load(V + kv_at, mask=(cols < num_keys)[:, None], other=0.0)
-        scores = _matmul(q, tl.trans(k), ACC) * scale
-        seen = _visible(rows, cols, lens, num_queries, num_keys, CAUSAL)
-        probs = tl.where(seen, tl.exp(scores - lse[:, None]), 0.0)
+        k, v, scores = _key_tile(
+            K, V, head, start, q, rows, lens, num_queries, num_keys, scale,
+            D, BLOCK_K, CAUSAL, ACC,
+        )  # fmt: skip
+        probs = tl.exp(scores - lse[:, None])  # 0 where hidden: -inf scores
         grad_probs = _matmul(grad_out, tl.trans(v), ACC)
         grad_scores = (probs * (grad_probs - delta[:, None])).to(k.dtype)
         grad_q += _matmul(grad_scores, k, ACC)
     grad_q = grad_q * scale
-    tl.store(DQ + q_at, grad_q.to(DQ.dtype.element_ty), mask=in_range[:, None])
+    q_at, q_real = _tile_at(head, rows, num_queries, D)
+    tl.store(DQ + q_at, grad_q.to(DQ.dtype.element_ty), mask=q_real)
 
 
 # ---------------------------------------------------------- launching them
@@ -352,29 +377,6 @@ def triton_flash_backward(
     return grad_q, grad_k, grad_v
 
 
-class TritonFlashAttention(torch.autograd.Function):
-    """:class:`course_pkg.flash.FlashAttention` with the Triton kernels:
-    saves Q, K, V, O and the log-sum-exp only."""
-
-    @staticmethod
-    def forward(ctx, queries, keys, values, valid_lens, causal, bq, bk):
-        """:func:`triton_flash_forward`; saves Q, K, V, O and the LSE."""
-        output, lse = triton_flash_forward(
-            queries, keys, values, valid_lens, causal, bq, bk
-        )
-        ctx.save_for_backward(queries, keys, values, output, lse)
-        ctx.options = (valid_lens, causal, bq, bk)
-        return output
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        """:func:`triton_flash_backward` from the saved tensors."""
-        grads = triton_flash_backward(
-            *ctx.saved_tensors, grad_output, *ctx.options
-        )
-        return (*grads, None, None, None, None)
-
-
 def triton_flash_attention(
     queries: torch.Tensor,
     keys: torch.Tensor,
@@ -384,7 +386,8 @@ def triton_flash_attention(
     block_q: int = 32,
     block_k: int = 32,
 ) -> torch.Tensor:
-    """Scaled dot-product attention by the Triton kernels, with autograd.
+    """Scaled dot-product attention by the Triton kernels, with autograd
+    (:class:`course_pkg.flash.FlashAttention` with the kernels' passes).
 
     Args:
         queries: (B, H, Q, d). keys, values: (B, H, K, d). valid_lens:
@@ -399,9 +402,10 @@ def triton_flash_attention(
     check_kernel_inputs(
         queries, keys, values, valid_lens, causal, block_q, block_k
     )
-    return TritonFlashAttention.apply(
-        queries, keys, values, valid_lens, causal, block_q, block_k
-    )
+    return FlashAttention.apply(
+        queries, keys, values, valid_lens, causal, block_q, block_k,
+        (triton_flash_forward, triton_flash_backward),
+    )  # fmt: skip
 
 
 # ------------------------------------------------- compiling without a GPU
