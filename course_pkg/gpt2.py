@@ -59,7 +59,7 @@ from course_pkg.checks import (
     check_sizes,
 )
 from course_pkg.gpt import GPT
-from course_pkg.transformer_blocks import PositionWiseFFN
+from course_pkg.transformer_blocks import PositionWiseFFN, init_normal
 
 # GPT-2's initialisation: every weight N(0, INIT_STD^2).
 INIT_STD = 0.02
@@ -207,18 +207,12 @@ class GPT2(GPT):
     @torch.no_grad()
     def reset_parameters(self) -> None:
         """GPT-2's initialisation: weights N(0, 0.02^2), biases 0, norms 1
-        and 0; the two projections that write into the residual stream
-        (attention output, FFN output) N(0, (0.02 / sqrt(2 num_blks))^2),
-        since each block adds two of them to the stream.
+        and 0 (:func:`~course_pkg.transformer_blocks.init_normal`); the two
+        projections that write into the residual stream (attention output,
+        FFN output) N(0, (0.02 / sqrt(2 num_blks))^2), since each block adds
+        two of them to the stream.
         """
-        for module in self.modules():
-            if isinstance(module, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(module.weight, std=INIT_STD)
-            if isinstance(module, (nn.Linear, nn.LayerNorm)):
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
-            if isinstance(module, nn.LayerNorm):
-                nn.init.ones_(module.weight)
+        init_normal(self, INIT_STD)
         residual_std = INIT_STD / math.sqrt(2 * self.num_blks)
         for blk in self.blks:
             nn.init.normal_(blk.attention.W_o.weight, std=residual_std)

@@ -86,6 +86,34 @@ def ffn_input_size(
     return input_size
 
 
+@torch.no_grad()
+def init_normal(module: nn.Module, std: float = 0.02) -> None:
+    """The published models' initialisation (BERT, GPT-2), in place: every
+    ``nn.Linear`` and ``nn.Embedding`` weight drawn from N(0, std^2), their
+    biases 0, layer norms' weights 1 and biases 0.
+
+    Args:
+        module: the model; every submodule of those kinds is reset.
+        std: the weights' standard deviation (0.02 in BERT and GPT-2).
+    Raises:
+        TypeError/ValueError: if module is not an nn.Module or std not a
+            number > 0.
+    """
+    if not isinstance(module, nn.Module):
+        raise TypeError(
+            f"module must be an nn.Module, got {type(module).__name__}"
+        )
+    check_positive_number("std", std)
+    for layer in module.modules():
+        if isinstance(layer, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(layer.weight, std=std)
+        if isinstance(layer, nn.LayerNorm) and layer.weight is not None:
+            nn.init.ones_(layer.weight)
+        if isinstance(layer, (nn.Linear, nn.LayerNorm)):
+            if layer.bias is not None:
+                nn.init.zeros_(layer.bias)
+
+
 class PositionWiseFFN(nn.Module):
     """The same two-layer MLP at every position: dense2(ReLU(dense1(X)))
     (ReLU, or the activation chosen).
