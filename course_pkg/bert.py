@@ -41,8 +41,8 @@ from course_pkg.checks import (
 )
 from course_pkg.transformer_blocks import (
     TransformerEncoderBlock,
+    check_activation,
     init_normal,
-    make_activation,
 )
 
 # The label of unselected positions (cross_entropy's default ignore_index).
@@ -146,7 +146,7 @@ class BERTEncoder(nn.Module):
         super().__init__()
         sizes = (vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks)
         check_stack_args(*sizes, max_len, dropout=dropout)
-        make_activation(activation)  # refused before anything is built
+        check_activation(activation)
         check_positive_number("eps", eps)
         check_bool("embedding_norm", embedding_norm)
         self.vocab_size, self.num_hiddens = vocab_size, num_hiddens

@@ -53,8 +53,8 @@ ACTIVATIONS = {
 }
 
 
-def make_activation(activation: str) -> nn.Module:
-    """The activation layer named by one of :data:`ACTIVATIONS`' keys.
+def check_activation(activation: str) -> None:
+    """Refuse an activation that is not one of :data:`ACTIVATIONS`' keys.
 
     Raises:
         TypeError/ValueError: if activation is not one of those strings.
@@ -65,7 +65,6 @@ def make_activation(activation: str) -> nn.Module:
             f"activation must be one of {tuple(ACTIVATIONS)}, "
             f"got {activation!r}"
         )
-    return ACTIVATIONS[activation]()
 
 
 def ffn_input_size(
@@ -142,8 +141,9 @@ class PositionWiseFFN(nn.Module):
         self.input_size = ffn_input_size(
             ffn_num_hiddens, ffn_num_outputs, input_size
         )
+        check_activation(activation)
         self.dense1 = nn.Linear(self.input_size, ffn_num_hiddens)
-        self.activation = make_activation(activation)
+        self.activation = ACTIVATIONS[activation]()
         self.dense2 = nn.Linear(ffn_num_hiddens, ffn_num_outputs)
 
     def forward(self, X: torch.Tensor) -> torch.Tensor:
@@ -221,6 +221,8 @@ class TransformerEncoderBlock(nn.Module):
     ):
         super().__init__()
         check_block_sizes(num_hiddens, ffn_num_hiddens, num_heads, dropout)
+        check_activation(activation)
+        check_positive_number("eps", eps)
         self.attention = MultiHeadAttention(
             num_hiddens, num_heads, dropout, use_bias
         )
