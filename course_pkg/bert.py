@@ -263,8 +263,8 @@ class PublishedBERT(BERTEncoder):
         nn.init.normal_(self.pos_embedding, std=0.02)
 
     def pool(self, encoded: torch.Tensor) -> torch.Tensor:
-        """encoded (B, T, D) from :meth:`forward` -> (B, D) pooled output,
-        tanh(dense(encoded[:, 0])).
+        """encoded (B, T, D) from :meth:`BERTEncoder.forward` -> (B, D)
+        pooled output, tanh(dense(encoded[:, 0])).
 
         Raises TypeError if encoded is not a tensor, ValueError if it is
         not (B, T >= 1, D).

@@ -5,28 +5,29 @@ The course's :class:`course_pkg.gpt.GPT` and
 the published models (Radford et al. 2019; Devlin et al. 2019) differ in a
 few choices, each of which the course has a piece for:
 
-==================  ===========================  ======================  ======================
-choice              course GPT / BERTEncoder     GPT-2 (:class:`GPT2`)   BERT (:class:`~course_pkg.bert.PublishedBERT`)
-==================  ===========================  ======================  ======================
-norm placement      post-norm: LN(X + f(X))      pre-norm: X + f(LN(X))  post-norm
-FFN activation      ReLU                         GELU, tanh approx.      GELU (erf)
-positions           sinusoidal or learned (GPT)  learned, max_len of     learned
-                    learned (BERT)               them
-token embedding     times sqrt(D) (GPT)          as it is                as it is, + segment
-embedding norm      none                         none                    LayerNorm, eps 1e-12
-final norm          none                         LayerNorm after the     none
-                                                 last block
-output layer        its own weights and bias     the token embedding's   (no LM head in the
-                                                 weights, no bias (tied) encoder)
-layer-norm eps      1e-5                         1e-5                    1e-12
-biases (attention)  off (GPT), on (BERT)         on                      on
-initialisation      PyTorch's defaults           N(0, 0.02); residual    N(0, 0.02), biases 0
-                                                 outputs N(0, 0.02 /
-                                                 sqrt(2 num_blks));
-                                                 biases 0
-pooler              none (the classifier reads   none                    dense + tanh on <cls>
-                    <cls> itself)
-==================  ===========================  ======================  ======================
+==================  ======================  ========================  ======================
+choice              course GPT and BERT     GPT-2 (:class:`GPT2`)     BERT (``PublishedBERT``)
+==================  ======================  ========================  ======================
+norm placement      post-norm:              pre-norm:                 post-norm
+                    LN(X + f(X))            X + f(LN(X)), and a
+                                            final LN after the
+                                            last block
+FFN activation      ReLU                    GELU, tanh                GELU (erf)
+                                            approximation
+positions           sinusoidal or learned   learned                   learned
+                    (GPT), learned (BERT)
+token embedding     times sqrt(D) (GPT)     as it is                  as it is, + segment,
+                                                                      then LN
+output layer        its own weights and     the token embedding's     (none: an encoder)
+                    bias                    weights, no bias (tied)
+layer-norm eps      1e-5                    1e-5                      1e-12
+attention biases    off (GPT), on (BERT)    on                        on
+initialisation      PyTorch's defaults      N(0, 0.02^2); residual    N(0, 0.02^2);
+                                            outputs N(0, 0.02^2 /     biases 0
+                                            (2 num_blks)); biases 0
+pooler              none (a classifier      none                      tanh(dense(X[:, 0])),
+                    reads <cls> itself)                               on <cls>
+==================  ======================  ========================  ======================
 
 :class:`GPT2Block` is the pre-norm block with a causal, cached
 self-attention (the course's :class:`~course_pkg.attention.MultiHeadAttention`

@@ -6,9 +6,9 @@ every sublayer is followed by ``AddNorm``, i.e.
 Names and constructor arguments follow d2l, without its lazy layers. Two
 keyword-only options give the published models' variants of the same pieces
 (see :mod:`course_pkg.gpt2`): the FFN's ``activation`` (GELU in BERT and
-GPT-2) and the layer norms' ``eps``. The
-stacks and the model that use these blocks are in :mod:`course_pkg.transformer`;
-:class:`TokenStack` is what those stacks and the GPT start with.
+GPT-2) and the layer norms' ``eps``. The stacks and the model that use
+these blocks are in :mod:`course_pkg.transformer`; :class:`TokenStack` is
+what those stacks and the GPT start with.
 
 Shape letters (see the package docstring): ``B`` batch, ``T`` source length,
 ``Q`` target positions fed in one call (the queries), ``t`` target positions
@@ -44,8 +44,8 @@ from course_pkg.checks import (
     check_valid_lens,
 )
 
-# The FFN's activations: "relu" (the Transformer's), "gelu" (exact, with erf:
-# BERT's) and "gelu_tanh" (the tanh approximation: GPT-2's "gelu_new").
+#: The FFN's activations: "relu" (the Transformer's), "gelu" (exact, with
+#: erf: BERT's) and "gelu_tanh" (the tanh approximation: GPT-2's "gelu_new").
 ACTIVATIONS = {
     "relu": nn.ReLU,
     "gelu": nn.GELU,
