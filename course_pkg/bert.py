@@ -27,7 +27,6 @@ from torch import nn
 
 from course_pkg.checks import (
     check_bert_input,
-    check_bool,
     check_features,
     check_float_tensor,
     check_generator,
@@ -41,7 +40,6 @@ from course_pkg.checks import (
 )
 from course_pkg.transformer_blocks import (
     TransformerEncoderBlock,
-    check_activation,
     init_normal,
 )
 
@@ -120,10 +118,6 @@ class BERTEncoder(nn.Module):
         vocab_size: V. num_hiddens: D. ffn_num_hiddens: FFN width.
         num_heads: H. num_blks: number of encoder blocks.
         dropout: on the embedding sum and in every block. max_len: longest T.
-        activation, eps: the blocks' FFN activation and norms' eps (see
-            :class:`TransformerEncoderBlock`).
-        embedding_norm: a LayerNorm (of that eps) on the embedding sum, as
-            in the published BERT (:class:`PublishedBERT`).
     Attributes:
         token_embedding (V, D), segment_embedding (2, D), pos_embedding (1,
             max_len, D); blks: :class:`TransformerEncoderBlock` s (biases on).
@@ -138,37 +132,20 @@ class BERTEncoder(nn.Module):
         num_blks: int,
         dropout: float,
         max_len: int = 1000,
-        *,
-        activation: str = "relu",
-        eps: float = 1e-5,
-        embedding_norm: bool = False,
     ):
         super().__init__()
         sizes = (vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks)
         check_stack_args(*sizes, max_len, dropout=dropout)
-        check_activation(activation)
-        check_positive_number("eps", eps)
-        check_bool("embedding_norm", embedding_norm)
         self.vocab_size, self.num_hiddens = vocab_size, num_hiddens
         self.max_len = max_len
         self.token_embedding = nn.Embedding(vocab_size, num_hiddens)
         self.segment_embedding = nn.Embedding(2, num_hiddens)
         self.pos_embedding = nn.Parameter(torch.randn(1, max_len, num_hiddens))
-        self.embedding_norm = (
-            nn.LayerNorm(num_hiddens, eps=eps)
-            if embedding_norm
-            else nn.Identity()
-        )
+        self.embedding_norm = nn.Identity()  # PublishedBERT: a LayerNorm
         self.dropout = nn.Dropout(dropout)
         self.blks = nn.ModuleList(
             TransformerEncoderBlock(
-                num_hiddens,
-                ffn_num_hiddens,
-                num_heads,
-                dropout,
-                True,
-                activation=activation,
-                eps=eps,
+                num_hiddens, ffn_num_hiddens, num_heads, dropout, True
             )
             for _ in range(num_blks)
         )
@@ -238,17 +215,21 @@ class PublishedBERT(BERTEncoder):
         check_sizes(num_hiddens=num_hiddens)
         if ffn_num_hiddens is None:
             ffn_num_hiddens = 4 * num_hiddens
-        super().__init__(
-            vocab_size,
-            num_hiddens,
-            ffn_num_hiddens,
-            num_heads,
-            num_blks,
-            dropout,
-            max_len,
-            activation="gelu",
-            eps=eps,
-            embedding_norm=True,
+        check_positive_number("eps", eps)
+        sizes = (num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout)
+        super().__init__(vocab_size, *sizes, max_len)
+        self.embedding_norm = nn.LayerNorm(num_hiddens, eps=eps)
+        self.blks = nn.ModuleList(
+            TransformerEncoderBlock(
+                num_hiddens,
+                ffn_num_hiddens,
+                num_heads,
+                dropout,
+                True,
+                activation="gelu",
+                eps=eps,
+            )
+            for _ in range(num_blks)
         )
         self.pooler = nn.Sequential(
             nn.Linear(num_hiddens, num_hiddens), nn.Tanh()

@@ -1049,12 +1049,6 @@ def check_str(name: str, value: Any) -> None:
         raise TypeError(f"{name} must be a str, got {type(value).__name__}")
 
 
-def check_bool(name: str, value: Any) -> None:
-    """Refuse anything but a bool (an on/off option) with TypeError."""
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
-
-
 def check_grad_clip(grad_clip: Any) -> None:
     """Refuse a grad_clip that is neither None nor a finite number > 0."""
     if grad_clip is not None:
