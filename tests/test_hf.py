@@ -275,6 +275,11 @@ def test_gpt2_state_dict_round_trips_exactly():
     hf_back = gpt2_to_hf(gpt2_from_hf(hf_state))
     assert hf_back.keys() == hf_state.keys()
     assert all(torch.equal(hf_back[k], v) for k, v in hf_state.items())
+    # GPT2Model's state dict (no output layer, no "transformer." prefix) gives the same
+    body = gpt2_from_hf(theirs.transformer.state_dict())
+    assert body.keys() == back.keys() and all(
+        torch.equal(body[k], v) for k, v in back.items()
+    )
     # and a fresh Hugging Face model loads ours strictly
     fresh = hf_gpt2(GPT2_CONFIGS[1], seed=9)
     fresh.load_state_dict(gpt2_to_hf(ours.state_dict()))
