@@ -48,6 +48,7 @@ width, ``H`` heads, ``V`` vocabulary size.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -198,7 +199,9 @@ class GPT2(GPT):
         self.embedding_scale = 1.0
         self.reset_parameters()
 
-    def _apply(self, fn, recurse=True):  # noqa: ANN001, ANN202 (torch's)
+    def _apply(
+        self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True
+    ) -> GPT2:
         # A move that cannot reuse the storage (to the meta device, say) gives
         # each module a new Parameter, which would untie the output layer.
         super()._apply(fn, recurse)
