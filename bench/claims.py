@@ -504,55 +504,39 @@ BOUNDS: dict[str, list[Bound]] = {
         ),
     ],
     "bert": [
+        Bound("frame: MLM", "frame: MLM", ">", 0.89, chance=1 / 5),
         Bound(
-            "frame: MLM - scratch", "frame: MLM - scratch", ">", 0.05, null=0
+            "frame: MLM + pair", "frame: MLM + pair", ">", 0.85, chance=1 / 5
+        ),
+        Bound("probe frame: MLM", "probe frame: MLM", ">", 0.59, chance=1 / 5),
+        # In every seed, but min - 3 std on the wrong side of 0: not asserted.
+        Bound(
+            "frame: MLM - scratch (no margin)", "frame: MLM - scratch", "info"
         ),
         Bound(
-            "frame: pair - scratch", "frame: pair - scratch", ">", 0.05, null=0
+            "frame: pair - scratch (no margin)",
+            "frame: pair - scratch",
+            "info",
         ),
         Bound(
-            "every classifier, lowest accuracy",
-            lambda c: min(
-                c[f"{task}: {name}"]
-                for task in ("tense", "frame")
-                for name in ("scratch", "MLM", "MLM + pair")
-            ),
-            ">",
-            0.6,
-        ),
-        Bound(
+            "probe frame: MLM - untrained (no margin)",
             "probe frame: MLM - untrained",
-            "probe frame: MLM - untrained",
-            ">",
-            0.09,
-            null=0,
+            "info",
         ),
         Bound(
+            "probe tense: MLM - untrained (no margin)",
             "probe tense: MLM - untrained",
-            "probe tense: MLM - untrained",
-            "<",
-            -0.02,
-            null=0,
+            "info",
         ),
     ],
     "gpt": [
-        Bound("GPT BLEU", "GPT BLEU", ">", 0.64, null=0),
-        Bound("Transformer BLEU", "Transformer BLEU", ">", 0.80, null=0),
-        Bound(
-            "greedy - best sampled BLEU",
-            lambda c: (
-                c["greedy BLEU"]
-                - max(c[f"{n} BLEU"] for n in SAMPLING_NAMES if n != "greedy")
-            ),
-            ">",
-            0.012,
-            null=0,
-        ),
+        Bound("GPT BLEU", "GPT BLEU", ">", 0.55, chance=0),
+        Bound("Transformer BLEU", "Transformer BLEU", ">", 0.80, chance=0),
         Bound(
             "greedy - T=1 BLEU",
             lambda c: c["greedy BLEU"] - c["T=1 BLEU"],
             ">",
-            0.06,
+            0.015,
             null=0,
         ),
         Bound(
@@ -563,21 +547,14 @@ BOUNDS: dict[str, list[Bound]] = {
             null=0,
         ),
         Bound("greedy: draws differ", "greedy differ", "<", 1e-9),
-        Bound("T=0.5: draws differ", "T=0.5 differ", ">", 0, null=0),
         Bound(
             "differ T=1 - T=0.5",
             lambda c: c["T=1 differ"] - c["T=0.5 differ"],
             ">",
-            0,
+            0.2,
             null=0,
         ),
-        Bound(
-            "differ T=2 - T=1",
-            lambda c: c["T=2 differ"] - c["T=1 differ"],
-            ">",
-            0,
-            null=0,
-        ),
+        Bound("T=2: draws differ", "T=2 differ", ">", 0.98, chance=0),
         Bound(
             "top-k 3 - T=2 BLEU",
             lambda c: c["T=2, top-k 3 BLEU"] - c["T=2 BLEU"],
@@ -589,25 +566,30 @@ BOUNDS: dict[str, list[Bound]] = {
             "top-p 0.8 - T=2 BLEU",
             lambda c: c["T=2, top-p 0.8 BLEU"] - c["T=2 BLEU"],
             ">",
-            0.05,
+            0.02,
             null=0,
         ),
         Bound(
-            "differ top-k 3 - T=1",
-            lambda c: c["T=2, top-k 3 differ"] - c["T=1 differ"],
-            ">",
-            0.04,
-            null=0,
+            "top-k 3: draws differ", "T=2, top-k 3 differ", ">", 0.78, chance=0
         ),
         Bound(
-            "differ top-p 0.8 - T=1",
-            lambda c: c["T=2, top-p 0.8 differ"] - c["T=1 differ"],
+            "top-p 0.8: draws differ",
+            "T=2, top-p 0.8 differ",
             ">",
-            0.07,
-            null=0,
+            0.87,
+            chance=0,
         ),
-        Bound("GPT no-PE BLEU", "GPT no-PE BLEU", ">", 0.67, null=0),
-        Bound("no-PE - GPT", "no-PE - GPT", ">", -0.13),
+        Bound("GPT no-PE BLEU", "GPT no-PE BLEU", ">", 0.50, chance=0),
+        Bound("no-PE - GPT", "no-PE - GPT", ">", -0.23),
+        # Greedy was best in every seed, but by 1.1-4.1 points over T=0.5.
+        Bound(
+            "greedy - best sampled BLEU (no margin)",
+            lambda c: (
+                c["greedy BLEU"]
+                - max(c[f"{n} BLEU"] for n in SAMPLING_NAMES if n != "greedy")
+            ),
+            "info",
+        ),
     ],
 }
 
