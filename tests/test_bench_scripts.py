@@ -65,6 +65,11 @@ RUNS = {
         "--device cpu --threads 1 --seeds 2 --train-len 4 --steps 5",
         ["rope-ntk", "min-3std"],
     ),
+    "bpe.py": (
+        "--train-chars 20000 --encode-chars 50000 --vocab-size 300"
+        " --repeats 1",
+        ["training: ours", "encoding, ours, empty cache", "tokenizers"],
+    ),
     "ddp.py": (
         "--device cpu --batch 8 --steps 2 --warmup 1 --num-pairs 64",
         ["2 processes / 1: tokens/s", "cost model:"],
