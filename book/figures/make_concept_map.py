@@ -101,28 +101,44 @@ CONCEPTS = {
         "trained, decoded\nand analysed",
         "core",
     ),
+    "real_text": Concept(
+        1.25,
+        1.2,
+        "Real text",
+        "ch. 9, 12",
+        "byte-level BPE, GPT-2,\nShakespeare",
+        "today",
+    ),
     "pretraining": Concept(
-        6.25,
+        3.75,
         1.2,
         "Pretraining",
-        "ch. 9, 10",
+        "ch. 10, 11",
         "BERT (encoder only),\nGPT (decoder only)",
         "today",
     ),
     "scale": Concept(
-        8.75,
+        6.25,
         1.2,
         "Attention at scale",
-        "ch. 11–13",
+        "ch. 13–15",
         "blockwise softmax, kernels,\nGQA, RoPE, modern block",
         "today",
     ),
     "distributed": Concept(
-        11.25,
+        8.75,
         1.2,
         "Several processes",
-        "ch. 14",
+        "ch. 16",
         "data parallelism,\none all-reduce a step",
+        "today",
+    ),
+    "inference": Concept(
+        11.25,
+        1.2,
+        "Serving attention",
+        "ch. 17",
+        "key/value cache, paging,\nspeculative decoding",
         "today",
     ),
 }
@@ -145,6 +161,8 @@ LINKS = [
     ("model", "pretraining", "", False),
     ("model", "scale", "", False),
     ("model", "distributed", "", False),
+    ("model", "inference", "", False),
+    ("pretraining", "real_text", "", False),
 ]
 
 
@@ -172,9 +190,9 @@ def _draw_box(ax, c: Concept) -> None:
 
 
 def draw(ax) -> None:
-    """Draw the concept map on ax (an axes of about 12.5 x 6.5 inches)."""
+    """Draw the concept map on ax (an axes of about 12.5 x 7.2 inches)."""
     ax.set_xlim(0.0, 12.5)
-    ax.set_ylim(0.45, 6.95)
+    ax.set_ylim(-0.25, 6.95)
     ax.set_aspect("equal")
     ax.axis("off")
     for c in CONCEPTS.values():
@@ -205,10 +223,10 @@ def draw(ax) -> None:
             None,  # matplotlib's default
         ),
         (
-            1.2,
-            "Part II — transformers today\n(chapters 9–14),\nbuilt on the finished model",
+            0.05,
+            "Part II — transformers today (chapters 9–17), built on the finished model",
             "today",
-            1.4,
+            None,
         ),
     ):
         colour = COLOURS[kind][1]
@@ -225,7 +243,7 @@ def draw(ax) -> None:
 
 
 def main() -> None:
-    fig, ax = plt.subplots(figsize=(12.5, 6.5))
+    fig, ax = plt.subplots(figsize=(12.5, 7.2))
     draw(ax)
     fig.savefig(OUT, bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
