@@ -268,14 +268,6 @@ QKV = dict(
 # For a method, the instance is built from its class's valid call unless
 # INSTANCES gives it.
 EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
-    "shakespeare.train_valid_text": lambda: dict(
-        works={
-            "Hamlet": "a",
-            "Twelfth Night": "b",
-            "King Richard II": "c",
-            "Macbeth": "d",
-        }
-    ),
     "attention.transpose_qkv": lambda: dict(X=_float(2, 3, 8), num_heads=2),
     "attention.transpose_output": lambda: dict(X=_float(4, 3, 4), num_heads=2),
     "attention.MultiHeadAttention.forward": lambda: dict(
