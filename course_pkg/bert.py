@@ -434,14 +434,6 @@ def mean_over_valid(
 # ------------------------------------------------------------ input checks
 
 
-def _check_int(name: str, value: int, low: int, high: int | None) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < low or (high is not None and value >= high):
-        upper = "" if high is None else f" and < {high}"
-        raise ValueError(f"{name} must be >= {low}{upper}, got {value}")
-
-
 def _check_outputs(
     X: torch.Tensor, head: nn.Module, min_len: int, *, name: str = "X"
 ) -> None:
