@@ -40,7 +40,28 @@ def _linear(ours: str, theirs: str) -> Iterator[tuple[str, str]]:
         yield f"{ours}.{part}", f"{theirs}.{part}"
 
 
+def _block_tensors(
+    num_blks: int, theirs: str, layers: tuple[tuple[str, str], ...]
+) -> Iterator[tuple[str, str]]:
+    """The weight and bias names of every layer of every block: ours under
+    ``blks.{i}.``, Hugging Face's under ``theirs.format(i)``."""
+    for i in range(num_blks):
+        for our_layer, their_layer in layers:
+            yield from _linear(
+                f"blks.{i}.{our_layer}", theirs.format(i) + their_layer
+            )
+
+
 # ------------------------------------------------------------------- GPT-2
+
+# A block's layers (ours, Hugging Face's) but the fused c_attn.
+_GPT2_LAYERS = (
+    ("ln_1", "ln_1"),
+    ("attention.W_o", "attn.c_proj"),
+    ("ln_2", "ln_2"),
+    ("ffn.dense1", "mlp.c_fc"),
+    ("ffn.dense2", "mlp.c_proj"),
+)
 
 
 def _gpt2_pairs(num_blks: int) -> Iterator[tuple[str, str, bool]]:
@@ -48,22 +69,9 @@ def _gpt2_pairs(num_blks: int) -> Iterator[tuple[str, str, bool]]:
     the fused query/key/value projection."""
     yield "embedding.weight", "wte.weight", False
     yield "pos_encoding.embedding.weight", "wpe.weight", False
-    for i in range(num_blks):
-        ours, theirs = f"blks.{i}.", f"h.{i}."
-        layers = [
-            ("ln_1", "ln_1"),
-            ("attention.W_o", "attn.c_proj"),
-            ("ln_2", "ln_2"),
-            ("ffn.dense1", "mlp.c_fc"),
-            ("ffn.dense2", "mlp.c_proj"),
-        ]
-        for our_layer, their_layer in layers:
-            conv = not our_layer.startswith("ln")
-            for our_name, their_name in _linear(
-                ours + our_layer, theirs + their_layer
-            ):
-                transposed = conv and our_name.endswith("weight")
-                yield our_name, their_name, transposed
+    for ours, theirs in _block_tensors(num_blks, "h.{}.", _GPT2_LAYERS):
+        # Conv1D weights are transposed, the layer norms' are not
+        yield ours, theirs, ours.endswith(".weight") and ".ln_" not in ours
     yield from ((o, t, False) for o, t in _linear("dense.0", "ln_f"))
 
 
@@ -161,6 +169,18 @@ def gpt2_to_hf(state_dict: Mapping[str, torch.Tensor]) -> StateDict:
 
 # -------------------------------------------------------------------- BERT
 
+# A block's layers (ours, Hugging Face's).
+_BERT_LAYERS = (
+    ("attention.W_q", "attention.self.query"),
+    ("attention.W_k", "attention.self.key"),
+    ("attention.W_v", "attention.self.value"),
+    ("attention.W_o", "attention.output.dense"),
+    ("addnorm1.ln", "attention.output.LayerNorm"),
+    ("ffn.dense1", "intermediate.dense"),
+    ("ffn.dense2", "output.dense"),
+    ("addnorm2.ln", "output.LayerNorm"),
+)
+
 
 def _bert_pairs(num_blks: int) -> Iterator[tuple[str, str]]:
     """(our name, Hugging Face's name) of every BERT tensor but the
@@ -168,20 +188,7 @@ def _bert_pairs(num_blks: int) -> Iterator[tuple[str, str]]:
     yield "token_embedding.weight", "embeddings.word_embeddings.weight"
     yield "segment_embedding.weight", "embeddings.token_type_embeddings.weight"
     yield from _linear("embedding_norm", "embeddings.LayerNorm")
-    for i in range(num_blks):
-        ours, theirs = f"blks.{i}.", f"encoder.layer.{i}."
-        layers = [
-            ("attention.W_q", "attention.self.query"),
-            ("attention.W_k", "attention.self.key"),
-            ("attention.W_v", "attention.self.value"),
-            ("attention.W_o", "attention.output.dense"),
-            ("addnorm1.ln", "attention.output.LayerNorm"),
-            ("ffn.dense1", "intermediate.dense"),
-            ("ffn.dense2", "output.dense"),
-            ("addnorm2.ln", "output.LayerNorm"),
-        ]
-        for our_layer, their_layer in layers:
-            yield from _linear(ours + our_layer, theirs + their_layer)
+    yield from _block_tensors(num_blks, "encoder.layer.{}.", _BERT_LAYERS)
     yield from _linear("pooler.0", "pooler.dense")
 
 
