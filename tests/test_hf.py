@@ -84,6 +84,20 @@ def _redraw(model: nn.Module, seed: int) -> None:
         parameter.copy_(noise * WEIGHT_STD + (1.0 if is_gain else 0.0))
 
 
+def _theirs(model: nn.Module, seed: int) -> nn.Module:
+    """A Hugging Face model in float64, its weights redrawn, in eval mode."""
+    model = model.double()
+    _redraw(model, seed)
+    return model.eval()
+
+
+def _ours(model: nn.Module, state_dict: dict) -> nn.Module:
+    """Our model in float64 with the converted weights, in eval mode."""
+    model = model.double()
+    model.load_state_dict(state_dict)
+    return model.eval()
+
+
 def hf_gpt2(config: tuple, seed: int = 0) -> GPT2LMHeadModel:
     n_layer, n_head, n_embd, vocab_size, n_positions, n_inner = config
     torch.manual_seed(seed)
@@ -102,9 +116,8 @@ def hf_gpt2(config: tuple, seed: int = 0) -> GPT2LMHeadModel:
             eos_token_id=0,
             pad_token_id=0,
         )
-    ).double()
-    _redraw(model, seed)
-    return model.eval()
+    )
+    return _theirs(model, seed)
 
 
 def ours_gpt2(theirs: GPT2LMHeadModel) -> GPT2:
@@ -117,9 +130,8 @@ def ours_gpt2(theirs: GPT2LMHeadModel) -> GPT2:
         config.n_positions,
         ffn_num_hiddens=config.n_inner,
         eps=config.layer_norm_epsilon,
-    ).double()
-    model.load_state_dict(gpt2_from_hf(theirs.state_dict()))
-    return model.eval()
+    )
+    return _ours(model, gpt2_from_hf(theirs.state_dict()))
 
 
 def ids(
@@ -334,9 +346,8 @@ def hf_bert(config: tuple, seed: int = 0) -> BertModel:
             hidden_dropout_prob=0.0,
             attention_probs_dropout_prob=0.0,
         )
-    ).double()
-    _redraw(model, seed)
-    return model.eval()
+    )
+    return _theirs(model, seed)
 
 
 def ours_bert(theirs: BertModel) -> PublishedBERT:
@@ -349,9 +360,8 @@ def ours_bert(theirs: BertModel) -> PublishedBERT:
         config.max_position_embeddings,
         ffn_num_hiddens=config.intermediate_size,
         eps=config.layer_norm_eps,
-    ).double()
-    model.load_state_dict(bert_from_hf(theirs.state_dict()))
-    return model.eval()
+    )
+    return _ours(model, bert_from_hf(theirs.state_dict()))
 
 
 def bert_inputs(
