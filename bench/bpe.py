@@ -17,8 +17,6 @@ import argparse
 import json
 import time
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
 from course_pkg import bpe, shakespeare
 
 
@@ -29,21 +27,6 @@ def seconds(fn, repeats: int) -> tuple[float, object]:
         result = fn()
         best = min(best, time.perf_counter() - start)
     return best, result
-
-
-def hf_tokenizer(text: str, vocab_size: int) -> Tokenizer:
-    hf = Tokenizer(models.BPE())
-    hf.pre_tokenizer = pre_tokenizers.ByteLevel(
-        add_prefix_space=False, use_regex=True
-    )
-    hf.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    hf.train_from_iterator([text], trainer=trainer)
-    return hf
 
 
 def main() -> None:
@@ -64,7 +47,7 @@ def main() -> None:
         lambda: bpe.train_bpe(text, args.vocab_size), args.repeats
     )
     hf_train, hf = seconds(
-        lambda: hf_tokenizer(text, args.vocab_size), args.repeats
+        lambda: bpe.train_hf_bpe(text, args.vocab_size), args.repeats
     )
     merges = json.loads(hf.to_str())["model"]["merges"]
     print(

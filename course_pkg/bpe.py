@@ -27,8 +27,12 @@ import heapq
 import operator
 import re
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from course_pkg.checks import check_int, check_str
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 Pair = tuple[int, int]
 
@@ -391,3 +395,40 @@ def byte_to_unicode() -> dict[int, str]:
     others = [b for b in range(256) if b not in table]
     table.update({b: chr(256 + n) for n, b in enumerate(others)})
     return dict(sorted(table.items()))
+
+
+def train_hf_bpe(text: str, vocab_size: int) -> Tokenizer:
+    """Hugging Face ``tokenizers``' byte-level BPE, set up as
+    :func:`train_bpe` is and trained on text: GPT-2's pre-tokenizer without
+    a prefix space, the 256 bytes (as :func:`byte_to_unicode`'s characters)
+    as the initial alphabet, no frequency threshold, no special tokens.
+
+    The peer that ``tests/test_bpe.py`` and ``bench/bpe.py`` compare ours
+    with; it imports ``tokenizers``, which nothing else here needs.
+
+    Args:
+        text: the training text. vocab_size: V, counting the 256 bytes.
+    Returns:
+        The trained ``tokenizers.Tokenizer``, with a ``ByteLevel`` decoder.
+    Raises:
+        TypeError: if text is not a str or vocab_size not an int.
+        ValueError: if vocab_size < 256.
+    """
+    check_str("text", text)
+    check_int("vocab_size", vocab_size)
+    if vocab_size < 256:
+        raise ValueError(f"vocab_size must be >= 256, got {vocab_size}")
+    import tokenizers as tk
+
+    tokenizer = tk.Tokenizer(tk.models.BPE())
+    tokenizer.pre_tokenizer = tk.pre_tokenizers.ByteLevel(
+        add_prefix_space=False, use_regex=True
+    )
+    tokenizer.decoder = tk.decoders.ByteLevel()
+    trainer = tk.trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        initial_alphabet=tk.pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator([text], trainer=trainer)
+    return tokenizer

@@ -829,6 +829,9 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
     "bpe.train_bpe": lambda: dict(
         text="to be or not to be", vocab_size=260, special_tokens=["<s>"]
     ),
+    "bpe.train_hf_bpe": lambda: dict(
+        text="to be or not to be", vocab_size=260
+    ),
     "bpe.BPETokenizer": lambda: dict(
         merges=[(116, 111), (32, 256)], special_tokens=["<s>"]
     ),

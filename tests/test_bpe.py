@@ -368,25 +368,7 @@ def test_pretokenization_equals_gpt2s_on_shakespeare(shakespeare_text):
 def _hf_train(text: str, vocab_size: int) -> list[tuple[int, int]]:
     """Hugging Face's byte-level BPE trained on text: its merges as pairs of
     our ids (bytes, then 256 + i for merge i)."""
-    from tokenizers import (
-        Tokenizer,
-        decoders,
-        models,
-        pre_tokenizers,
-        trainers,
-    )
-
-    hf = Tokenizer(models.BPE())
-    hf.pre_tokenizer = pre_tokenizers.ByteLevel(
-        add_prefix_space=False, use_regex=True
-    )
-    hf.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    hf.train_from_iterator([text], trainer=trainer)
+    hf = bpe.train_hf_bpe(text, vocab_size)
     ids: dict[bytes, int] = {bytes([b]): b for b in range(256)}
     merges = []
     for left, right in json.loads(hf.to_str())["model"]["merges"]:
