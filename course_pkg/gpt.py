@@ -33,6 +33,7 @@ from course_pkg.checks import (
     check_generation,
     check_sampling,
     check_token_ids,
+    check_valid_lens,
 )
 from course_pkg.positional import LearnedPositionalEncoding, PositionalEncoding
 from course_pkg.transformer_blocks import TokenStack, TransformerEncoderBlock
@@ -56,6 +57,7 @@ class GPTBlock(TransformerEncoderBlock):
         self,
         X: torch.Tensor,
         cache: KVCache | None = None,
+        valid_lens: torch.Tensor | None = None,
         *,
         need_weights: bool = True,
     ) -> tuple[torch.Tensor, KVCache]:
@@ -65,6 +67,8 @@ class GPTBlock(TransformerEncoderBlock):
             X: (B, Q, D) block inputs at the new positions.
             cache: None, or the :class:`~course_pkg.attention.KVCache` of the
                 t - Q positions before (keys and values (B, t - Q, D)).
+            valid_lens: None, or (B,) numbers of real positions among the t
+                (right padding: keys from there on are hidden).
             need_weights: explicit attention path (keeps the weights) or
                 fused path.
         Returns:
@@ -74,7 +78,7 @@ class GPTBlock(TransformerEncoderBlock):
         check_features("X", X, self.ffn.input_size, self)
         cache = self.attention.cache(X, X, past=cache)  # (B, t, D) each
         attended = self.attention.attend(
-            X, cache, causal=True, need_weights=need_weights
+            X, cache, valid_lens, causal=True, need_weights=need_weights
         )  # (B, Q, D)
         Y = self.addnorm1(X, attended)
         return self.addnorm2(Y, self.ffn(Y)), cache
@@ -94,6 +98,8 @@ class GPT(TokenStack):
     Attributes:
         attention_weights: list, per block, of the (B, H, Q, t) weights of
             the last call (None entries after need_weights=False).
+        embedding_scale: what the token embeddings are multiplied by,
+            sqrt(D) (GPT-2, :class:`course_pkg.gpt2.GPT2`, sets it to 1).
         need_weights: what :meth:`forward` does when not told; set it to
             False for training (fused attention, faster).
     Raises:
@@ -139,16 +145,25 @@ class GPT(TokenStack):
             for _ in range(num_blks)
         )
         self.dense = nn.Linear(num_hiddens, vocab_size)
+        # Scaled up so that the positional signal does not swamp it.
+        self.embedding_scale = math.sqrt(num_hiddens)
         self.attention_weights: list[torch.Tensor | None] = [None] * num_blks
         self.need_weights = True
 
     def forward(
-        self, X: torch.Tensor, *, need_weights: bool | None = None
+        self,
+        X: torch.Tensor,
+        valid_lens: torch.Tensor | None = None,
+        *,
+        need_weights: bool | None = None,
     ) -> torch.Tensor:
         """Next-token scores at every position.
 
         Args:
             X: (B, T) token ids, T <= max_len.
+            valid_lens: None, or (B,) numbers of real tokens of right-padded
+                rows (the padding is hidden from every position; a real
+                position never sees it anyway, under the causal mask).
             need_weights: explicit or fused attention; None: the model's
                 ``need_weights`` attribute.
         Returns:
@@ -156,12 +171,15 @@ class GPT(TokenStack):
         Raises:
             TypeError/ValueError: as :meth:`forward_with_cache`.
         """
-        return self.forward_with_cache(X, None, need_weights=need_weights)[0]
+        return self.forward_with_cache(
+            X, None, valid_lens, need_weights=need_weights
+        )[0]
 
     def forward_with_cache(
         self,
         X: torch.Tensor,
         cache: GPTCache | None = None,
+        valid_lens: torch.Tensor | None = None,
         *,
         need_weights: bool | None = None,
     ) -> tuple[torch.Tensor, GPTCache]:
@@ -171,13 +189,14 @@ class GPT(TokenStack):
             X: (B, Q) token ids at positions t - Q .. t - 1.
             cache: None (nothing before), or the cache a previous call
                 returned; it is not modified.
+            valid_lens: None, or (B,) numbers of real positions among the t.
             need_weights: as in :meth:`forward`.
         Returns:
             (B, Q, V) scores and the cache of all t positions.
         Raises:
             TypeError/ValueError: if X is not (B, Q) integer ids in [0, V),
-                the cache does not match the model or X's batch, or t
-                exceeds max_len.
+                the cache does not match the model or X's batch, t exceeds
+                max_len, or valid_lens is not (B,) lengths in [0, t].
         """
         check_token_ids("X", X, self.embedding, min_steps=1)
         offset = self._check_cache(cache, X.shape[0])
@@ -186,10 +205,16 @@ class GPT(TokenStack):
                 f"X reaches position {offset + X.shape[1]}, more than "
                 f"max_len={self.max_len}"
             )
+        check_valid_lens(
+            "valid_lens",
+            valid_lens,
+            X.shape[0],
+            offset + X.shape[1],
+            like=("X", X),
+        )
         if need_weights is None:
             need_weights = self.need_weights
-        # Scaled up so that the positional signal does not swamp it.
-        X = self.embedding(X) * math.sqrt(self.num_hiddens)  # (B, Q, D)
+        X = self.embedding(X) * self.embedding_scale  # (B, Q, D)
         if self.pos_encoding is None:
             X = self.dropout(X)
         else:
@@ -199,6 +224,7 @@ class GPT(TokenStack):
             X, blk_cache = blk(
                 X,
                 None if cache is None else cache[i],
+                valid_lens,
                 need_weights=need_weights,
             )
             new_cache.append(blk_cache)

@@ -106,6 +106,7 @@ class VariantBlock(PreNormEncoderBlock):
         self,
         X: torch.Tensor,
         cache: KVCache | None = None,
+        valid_lens: torch.Tensor | None = None,
         *,
         need_weights: bool = True,
     ) -> tuple[torch.Tensor, KVCache]:
@@ -115,6 +116,7 @@ class VariantBlock(PreNormEncoderBlock):
             X: (B, Q, D) block inputs at the new positions.
             cache: None, or the cache of the t - Q positions before (keys and
                 values (B, G, t - Q, d)).
+            valid_lens: None, or (B,) numbers of real positions among the t.
             need_weights: accepted for the GPT's contract; the grouped-query
                 attention always keeps its weights.
         Returns:
@@ -129,11 +131,13 @@ class VariantBlock(PreNormEncoderBlock):
         if self.placement == "pre":
             normed = self.norm1(X)
             cache = self.attention.cache(normed, normed, past=cache)
-            attended = self.attention.attend(normed, cache, causal=True)
+            attended = self.attention.attend(
+                normed, cache, valid_lens, causal=True
+            )
             X = X + self.dropout(attended)
             return X + self.dropout(self.ffn(self.norm2(X))), cache
         cache = self.attention.cache(X, X, past=cache)
-        attended = self.attention.attend(X, cache, causal=True)
+        attended = self.attention.attend(X, cache, valid_lens, causal=True)
         X = self.norm1(X + self.dropout(attended))
         return self.norm2(X + self.dropout(self.ffn(X))), cache
 

@@ -3,7 +3,10 @@
 Chapter: "The Transformer". Post-norm blocks as in the paper (and in d2l):
 every sublayer is followed by ``AddNorm``, i.e.
 ``LayerNorm(X + dropout(sublayer(X)))``; the feed-forward network uses ReLU.
-Names and constructor arguments follow d2l, without its lazy layers. The
+Names and constructor arguments follow d2l, without its lazy layers. Two
+keyword-only options give the published models' variants of the same pieces
+(see :mod:`course_pkg.gpt2`): the FFN's ``activation`` (GELU in BERT and
+GPT-2) and the layer norms' ``eps``. The
 stacks and the model that use these blocks are in :mod:`course_pkg.transformer`;
 :class:`TokenStack` is what those stacks and the GPT start with.
 
@@ -33,11 +36,36 @@ from course_pkg.checks import (
     check_block_sizes,
     check_features,
     check_int,
+    check_positive_number,
     check_probability,
     check_sizes,
     check_stack_args,
+    check_str,
     check_valid_lens,
 )
+
+# The FFN's activations: "relu" (the Transformer's), "gelu" (exact, with erf:
+# BERT's) and "gelu_tanh" (the tanh approximation: GPT-2's "gelu_new").
+ACTIVATIONS = {
+    "relu": nn.ReLU,
+    "gelu": nn.GELU,
+    "gelu_tanh": lambda: nn.GELU(approximate="tanh"),
+}
+
+
+def make_activation(activation: str) -> nn.Module:
+    """The activation layer named by one of :data:`ACTIVATIONS`' keys.
+
+    Raises:
+        TypeError/ValueError: if activation is not one of those strings.
+    """
+    check_str("activation", activation)
+    if activation not in ACTIVATIONS:
+        raise ValueError(
+            f"activation must be one of {tuple(ACTIVATIONS)}, "
+            f"got {activation!r}"
+        )
+    return ACTIVATIONS[activation]()
 
 
 def ffn_input_size(
@@ -59,15 +87,19 @@ def ffn_input_size(
 
 
 class PositionWiseFFN(nn.Module):
-    """The same two-layer MLP at every position: dense2(ReLU(dense1(X))).
+    """The same two-layer MLP at every position: dense2(ReLU(dense1(X)))
+    (ReLU, or the activation chosen).
 
     Args:
         ffn_num_hiddens: width of the hidden layer.
         ffn_num_outputs: output width (D in a block).
         input_size: input width (default ffn_num_outputs, as inside a
             Transformer block).
+        activation: "relu" (default), "gelu" or "gelu_tanh"
+            (:data:`ACTIVATIONS`).
     Raises:
-        TypeError/ValueError: if a width is not an int >= 1.
+        TypeError/ValueError: if a width is not an int >= 1 or the
+            activation unknown.
     """
 
     def __init__(
@@ -76,13 +108,14 @@ class PositionWiseFFN(nn.Module):
         ffn_num_outputs: int,
         *,
         input_size: int | None = None,
+        activation: str = "relu",
     ):
         super().__init__()
         self.input_size = ffn_input_size(
             ffn_num_hiddens, ffn_num_outputs, input_size
         )
         self.dense1 = nn.Linear(self.input_size, ffn_num_hiddens)
-        self.relu = nn.ReLU()
+        self.activation = make_activation(activation)
         self.dense2 = nn.Linear(ffn_num_hiddens, ffn_num_outputs)
 
     def forward(self, X: torch.Tensor) -> torch.Tensor:
@@ -92,7 +125,7 @@ class PositionWiseFFN(nn.Module):
         ValueError if its last dimension is not input_size.
         """
         check_features("X", X, self.input_size, self)
-        return self.dense2(self.relu(self.dense1(X)))
+        return self.dense2(self.activation(self.dense1(X)))
 
 
 class AddNorm(nn.Module):
@@ -101,16 +134,24 @@ class AddNorm(nn.Module):
     Args:
         norm_shape: the normalised shape, D for a Transformer.
         dropout: on the sublayer output Y.
+        eps: the layer norm's, added to the variance (BERT: 1e-12).
     Raises:
         TypeError/ValueError: if norm_shape is not an int >= 1 (or a tuple of
-            them), or dropout not in [0, 1).
+            them), dropout not in [0, 1) or eps not a number > 0.
     """
 
-    def __init__(self, norm_shape: int | tuple[int, ...], dropout: float):
+    def __init__(
+        self,
+        norm_shape: int | tuple[int, ...],
+        dropout: float,
+        *,
+        eps: float = 1e-5,
+    ):
         super().__init__()
         _check_norm_args(norm_shape, dropout)
+        check_positive_number("eps", eps)
         self.dropout = nn.Dropout(dropout)
-        self.ln = nn.LayerNorm(norm_shape)
+        self.ln = nn.LayerNorm(norm_shape, eps=eps)
 
     def forward(self, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
         """X (B, T, D) a sublayer's input, Y (B, T, D) its output -> (B, T, D).
@@ -134,6 +175,7 @@ class TransformerEncoderBlock(nn.Module):
         num_hiddens: D, divisible by num_heads.
         ffn_num_hiddens: hidden width of the FFN. num_heads: H.
         dropout: everywhere. use_bias: biases in the attention projections.
+        activation: the FFN's (:data:`ACTIVATIONS`). eps: the norms'.
     Raises:
         ValueError: if num_hiddens is not divisible by num_heads.
     """
@@ -145,15 +187,20 @@ class TransformerEncoderBlock(nn.Module):
         num_heads: int,
         dropout: float,
         use_bias: bool = False,
+        *,
+        activation: str = "relu",
+        eps: float = 1e-5,
     ):
         super().__init__()
         check_block_sizes(num_hiddens, ffn_num_hiddens, num_heads, dropout)
         self.attention = MultiHeadAttention(
             num_hiddens, num_heads, dropout, use_bias
         )
-        self.addnorm1 = AddNorm(num_hiddens, dropout)
-        self.ffn = PositionWiseFFN(ffn_num_hiddens, num_hiddens)
-        self.addnorm2 = AddNorm(num_hiddens, dropout)
+        self.addnorm1 = AddNorm(num_hiddens, dropout, eps=eps)
+        self.ffn = PositionWiseFFN(
+            ffn_num_hiddens, num_hiddens, activation=activation
+        )
+        self.addnorm2 = AddNorm(num_hiddens, dropout, eps=eps)
 
     def forward(
         self,
