@@ -38,6 +38,7 @@ from tqdm import tqdm
 
 from course_pkg.checks import (
     check_callable,
+    check_cpu_or_on,
     check_device,
     check_generator,
     check_grad_clip,
@@ -115,7 +116,7 @@ def _id_list(name: str, ids: Any, vocab_size: int) -> list[int]:
     return list(ids)
 
 
-def check_token_stream(name: str, tokens: Any, min_len: int = 1) -> None:
+def _check_stream(name: str, tokens: Any, min_len: int = 1) -> None:
     """Refuse anything but a 1-D int64/int32 tensor of at least ``min_len``
     ids (TypeError, ValueError)."""
     check_tensor(name, tokens, 1, "(N,)")
@@ -123,6 +124,21 @@ def check_token_stream(name: str, tokens: Any, min_len: int = 1) -> None:
     if tokens.numel() < min_len:
         raise ValueError(
             f"{name} must hold at least {min_len} tokens, got {tokens.numel()}"
+        )
+
+
+def _check_windows(X: Any, Y: Any, device: torch.device, names: str) -> None:
+    """Windows X, Y: (M, T) integer tensors of one shape, each on the CPU or
+    ``device``; ``names`` gives the arguments' names ("X Y")."""
+    name_X, name_Y = names.split()
+    for name, tensor in ((name_X, X), (name_Y, Y)):
+        check_tensor(name, tensor, 2, "(M, T)")
+        check_integer_dtype(name, tensor, "token ids")
+    check_cpu_or_on(device, **{name_X: X, name_Y: Y})
+    if X.shape != Y.shape:
+        raise ValueError(
+            f"{name_X} and {name_Y} must share one shape (M, T), got "
+            f"{tuple(X.shape)} and {tuple(Y.shape)}"
         )
 
 
@@ -151,7 +167,7 @@ def random_windows(
     """
     check_positive_int("batch_size", batch_size)
     check_positive_int("num_steps", num_steps)
-    check_token_stream("tokens", tokens, num_steps + 1)
+    _check_stream("tokens", tokens, num_steps + 1)
     check_generator(generator)
     num_starts = tokens.numel() - num_steps  # starts 0 .. N - T - 1
     starts = torch.randint(num_starts, (batch_size,), generator=generator)
@@ -166,8 +182,9 @@ def validation_windows(
     """Fixed windows of a held-out stream: the same on every call.
 
     Non-overlapping windows at starts 0, T, 2T, ... (every one that fits);
-    with ``max_windows`` the starts are instead that many, evenly spaced
-    over the stream (a cheaper estimate for periodic evaluation).
+    with ``max_windows`` (fewer than fit) the starts are instead that many,
+    evenly spaced from the first to the last that fits, ``i * last // (M - 1)``
+    (a cheaper estimate for periodic evaluation).
 
     Args:
         tokens: (N,) ids, N >= T + 1. num_steps: T. max_windows: None, or
@@ -180,11 +197,12 @@ def validation_windows(
     check_positive_int("num_steps", num_steps)
     if max_windows is not None:
         check_positive_int("max_windows", max_windows)
-    check_token_stream("tokens", tokens, num_steps + 1)
+    _check_stream("tokens", tokens, num_steps + 1)
     last = tokens.numel() - num_steps - 1  # the last start that fits
     starts = torch.arange(0, last + 1, num_steps)
     if max_windows is not None and max_windows < len(starts):
-        starts = torch.linspace(0, last, max_windows).round().long()
+        # integer arithmetic: the same starts on every machine
+        starts = torch.arange(max_windows) * last // max(max_windows - 1, 1)
     windows = tokens[
         (starts[:, None] + torch.arange(num_steps + 1)).to(tokens.device)
     ]
@@ -219,7 +237,7 @@ class NGramModel:
         check_positive_int("order", order)
         check_positive_int("vocab_size", vocab_size)
         check_positive_number("k", k)
-        check_token_stream("tokens", tokens, order)
+        _check_stream("tokens", tokens, order)
         if vocab_size**order >= 2**63:
             raise ValueError(
                 f"vocab_size ** order must be < 2**63 for int64 keys, got "
@@ -262,7 +280,7 @@ class NGramModel:
         Raises:
             TypeError, ValueError: as the constructor's tokens.
         """
-        check_token_stream("tokens", tokens, self.order)
+        _check_stream("tokens", tokens, self.order)
         tokens = tokens.detach().cpu().long()
         check_range("tokens", tokens, 0, self.vocab_size - 1)
         query = self._ngram_keys(tokens, self.order)
@@ -395,13 +413,16 @@ class LMSettings:
         for name in ("min_lr_factor", "weight_decay", "beta1", "beta2"):
             check_nonnegative_number(name, getattr(self, name))
         check_grad_clip(self.grad_clip)
-        warmup_cosine(
-            1, self.warmup_steps, self.num_updates, self.min_lr_factor
-        )
-        if not (self.beta1 < 1 and self.beta2 < 1):
+        if self.min_lr_factor > 1:
             raise ValueError(
-                f"beta1, beta2 must be < 1, got {self.beta1}, {self.beta2}"
+                f"min_lr_factor must lie in [0, 1], got {self.min_lr_factor}"
             )
+        for name in ("beta1", "beta2"):
+            if getattr(self, name) >= 1:
+                raise ValueError(
+                    f"{name} must lie in [0, 1), got {getattr(self, name)}"
+                )
+        warmup_cosine(1, self.warmup_steps, self.num_updates)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -439,6 +460,14 @@ def adamw(model: nn.Module, settings: LMSettings) -> torch.optim.AdamW:
         betas=(settings.beta1, settings.beta2),
         weight_decay=settings.weight_decay,
     )
+
+
+def _model_device(model: Any) -> torch.device:
+    if not isinstance(model, nn.Module):
+        raise TypeError(
+            f"model must be an nn.Module, got {type(model).__name__}"
+        )
+    return next(model.parameters()).device
 
 
 def lm_loss(
@@ -485,9 +514,8 @@ def evaluate_lm(
         The mean cross-entropy in nats per token over all M * T targets.
     """
     check_positive_int("batch_size", batch_size)
-    check_tensor("X", X, 2, "(M, T)")
-    check_tensor("Y", Y, 2, "(M, T)")
-    device = next(model.parameters()).device
+    device = _model_device(model)
+    _check_windows(X, Y, device, "X Y")
     was_training = model.training
     model.eval()
     total = 0.0
@@ -541,14 +569,14 @@ def pretrain_lm(
         raise TypeError(
             f"settings must be LMSettings, got {type(settings).__name__}"
         )
-    check_token_stream("train_tokens", train_tokens, settings.num_steps + 1)
-    check_tensor("valid_X", valid_X, 2, "(M, T)")
-    check_tensor("valid_Y", valid_Y, 2, "(M, T)")
+    _check_stream("train_tokens", train_tokens, settings.num_steps + 1)
     device = check_device("device", device)
+    if device is None:
+        device = _model_device(model)
+    check_cpu_or_on(device, train_tokens=train_tokens)
+    _check_windows(valid_X, valid_Y, device, "valid_X valid_Y")
     if on_eval is not None:
         check_callable("on_eval", on_eval)
-    if device is None:
-        device = next(model.parameters()).device
     model.to(device)
     optimizer = adamw(model, settings)
     generator = torch.Generator().manual_seed(settings.seed)
