@@ -65,6 +65,12 @@ RUNS = {
         "--device cpu --threads 1 --seeds 2 --train-len 4 --steps 5",
         ["rope-ntk", "min-3std"],
     ),
+    "pretrain.py": (
+        "--device cpu --threads 1 --updates 4 --eval-every 2 --warmup 1"
+        " --batch 2 --context 16 --width 16 --heads 2 --blocks 1"
+        " --eval-windows 4 --max-order 2 --out _build/pretrain-toy",
+        ["count models (add-k", "bits/byte", "tokens/s", "sample (temperature"],
+    ),
     "ddp.py": (
         "--device cpu --batch 8 --steps 2 --warmup 1 --num-pairs 64",
         ["2 processes / 1: tokens/s", "cost model:"],
