@@ -13,6 +13,8 @@ Module                     What it holds (chapter)
 ``corpus_grammar``         words and meanings of the generated corpus
 ``corpus``                 the generated English–French corpus
 ``tatoeba``                the real Tatoeba pairs: download and loader
+``shakespeare``            Shakespeare's works: verified, read, split by play
+``bpe``                    byte-level BPE: training, encoding, decoding
 ``encoder_decoder``        the interface every translation model implements
 ``gru``                    the GRU layer: time-major, checked, initialised
 ``seq2seq``                GRU encoder–decoder, Bahdanau decoder, settings

@@ -828,6 +828,20 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
         progress=False,
         on_eval=lambda update, model: None,
     ),
+    "bpe.pretokenize": lambda: dict(text="To be, or not to be"),
+    "bpe.train_bpe": lambda: dict(
+        text="to be or not to be", vocab_size=260, special_tokens=["<s>"]
+    ),
+    "bpe.BPETokenizer": lambda: dict(
+        merges=[(116, 111), (32, 256)], special_tokens=["<s>"]
+    ),
+    "bpe.BPETokenizer.encode": lambda: dict(text="to be<s>"),
+    "bpe.BPETokenizer.decode": lambda: dict(ids=[116, 256, 257, 258]),
+    "bpe.BPETokenizer.decode_bytes": lambda: dict(ids=[116, 256, 257, 258]),
+    "shakespeare.train_valid_text": lambda: dict(
+        works={"Macbeth": "a", "Hamlet": "b", "Twelfth Night": "c"},
+        held_out=("Hamlet",),
+    ),
     "train.warmup_inverse_sqrt": lambda: dict(
         optimizer=torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=1.0),
         num_hiddens=8,

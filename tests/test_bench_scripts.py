@@ -69,7 +69,17 @@ RUNS = {
         "--device cpu --threads 1 --updates 4 --eval-every 2 --warmup 1"
         " --batch 2 --context 16 --width 16 --heads 2 --blocks 1"
         " --eval-windows 4 --max-order 2 --out _build/pretrain-toy",
-        ["count models (add-k", "bits/byte", "tokens/s", "sample (temperature"],
+        [
+            "count models (add-k",
+            "bits/byte",
+            "tokens/s",
+            "sample (temperature",
+        ],
+    ),
+    "bpe.py": (
+        "--train-chars 20000 --encode-chars 50000 --vocab-size 300"
+        " --repeats 1",
+        ["training: ours", "encoding, ours, empty cache", "tokenizers"],
     ),
     "ddp.py": (
         "--device cpu --batch 8 --steps 2 --warmup 1 --num-pairs 64",
