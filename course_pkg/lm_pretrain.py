@@ -427,6 +427,13 @@ class LMSettings:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def lr_at(self, update: int) -> float:
+        """The learning rate of one update (from 1): lr times
+        :func:`warmup_cosine`."""
+        return self.lr * warmup_cosine(
+            update, self.warmup_steps, self.num_updates, self.min_lr_factor
+        )
+
 
 def adamw(model: nn.Module, settings: LMSettings) -> torch.optim.AdamW:
     """AdamW (Loshchilov & Hutter) with weight decay on the matrices only.
@@ -528,6 +535,57 @@ def evaluate_lm(
     return total / Y.numel()
 
 
+def _check_run(
+    model: Any,
+    train_tokens: Any,
+    valid_X: Any,
+    valid_Y: Any,
+    settings: Any,
+    device: Any,
+    on_eval: Any,
+) -> torch.device:
+    """:func:`pretrain_lm`'s arguments checked; the device to train on."""
+    if not isinstance(settings, LMSettings):
+        raise TypeError(
+            f"settings must be LMSettings, got {type(settings).__name__}"
+        )
+    _check_stream("train_tokens", train_tokens, settings.num_steps + 1)
+    device = check_device("device", device)
+    if device is None:
+        device = _model_device(model)
+    check_cpu_or_on(device, train_tokens=train_tokens)
+    _check_windows(valid_X, valid_Y, device, "valid_X valid_Y")
+    if on_eval is not None:
+        check_callable("on_eval", on_eval)
+    return device
+
+
+def _train_update(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch: tuple[torch.Tensor, torch.Tensor],
+    lr: float,
+    grad_clip: float | None,
+) -> float:
+    """One AdamW update at rate lr on a batch (X, Y); its loss."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    model.train()
+    return optimizer_step(model, optimizer, lm_loss(model, *batch), grad_clip)
+
+
+def _progress_bar(settings: LMSettings, progress: bool | None) -> tqdm:
+    """Updates 0..S with tqdm: its rate in tokens/s, the loss beside it;
+    shown on a tty when progress is None."""
+    show = sys.stderr.isatty() if progress is None else progress
+    return tqdm(
+        range(settings.num_updates + 1),
+        disable=not show,
+        unit="tok",
+        unit_scale=settings.batch_size * settings.num_steps,
+    )
+
+
 def pretrain_lm(
     model: nn.Module,
     train_tokens: torch.Tensor,
@@ -541,100 +599,48 @@ def pretrain_lm(
 ) -> dict[str, Any]:
     """Train a language model on random windows of a token stream.
 
-    Each update: a batch of :func:`random_windows` (drawn from a generator
-    seeded with ``settings.seed``), :func:`lm_loss`, backward, gradient-norm
-    clipping, an AdamW step at the rate ``lr * warmup_cosine(update)``. The
-    validation loss on (valid_X, valid_Y) is measured before the first update,
-    every ``eval_every`` updates and after the last.
+    Update s = 1..S: :func:`random_windows`, an AdamW step on
+    :func:`lm_loss` at the rate ``lr * warmup_cosine(s)``, the gradient norm
+    clipped. At s = 0, every ``eval_every`` updates and at s = S: the loss on
+    the windows (valid_X, valid_Y) (M, T), then ``on_eval(s, model)``.
 
     Args:
-        model: maps X (B, T) to (B, T, V) scores; trained in place.
-        train_tokens: (N,) ids (on the CPU or the device).
-        valid_X, valid_Y: (M, T') windows (:func:`validation_windows`).
-        settings: the run. device: None: the model's.
-        progress: a tqdm bar with the loss and tokens/s (None: on a tty;
-            False in notebooks and tests).
-        on_eval: None, or called as ``on_eval(update, model)`` after each
-            validation (e.g. to draw a sample), in eval mode.
+        model: maps (B, T) ids to (B, T, V) scores. train_tokens: (N,) ids.
+        device: None: the model's. progress: tqdm bar (None: on a tty).
     Returns:
-        dict with ``step_loss`` and ``step_lr`` (per update), ``eval_updates``
-        and ``eval_loss`` (nats per token), ``num_tokens`` (trained on),
-        ``train_seconds`` (updates only, validation excluded),
-        ``tokens_per_s`` and ``settings`` (a dict); the model is left in
-        eval mode.
-    Raises:
-        TypeError, ValueError: bad settings, tokens, windows or device.
+        dict: ``step_loss``, ``step_lr``, ``eval_updates``, ``eval_loss``
+        (nats/token), ``num_tokens``, ``train_seconds`` (updates only),
+        ``tokens_per_s``, ``settings``. The model is left in eval mode.
     """
-    if not isinstance(settings, LMSettings):
-        raise TypeError(
-            f"settings must be LMSettings, got {type(settings).__name__}"
-        )
-    _check_stream("train_tokens", train_tokens, settings.num_steps + 1)
-    device = check_device("device", device)
-    if device is None:
-        device = _model_device(model)
-    check_cpu_or_on(device, train_tokens=train_tokens)
-    _check_windows(valid_X, valid_Y, device, "valid_X valid_Y")
-    if on_eval is not None:
-        check_callable("on_eval", on_eval)
-    model.to(device)
-    optimizer = adamw(model, settings)
-    generator = torch.Generator().manual_seed(settings.seed)
-    show = sys.stderr.isatty() if progress is None else progress
-    record: dict[str, Any] = {
-        "step_loss": [],
-        "step_lr": [],
-        "eval_updates": [],
-        "eval_loss": [],
-    }
-
-    def validate(update: int) -> None:
-        record["eval_updates"].append(update)
-        record["eval_loss"].append(
-            evaluate_lm(model, valid_X, valid_Y, settings.eval_batch_size)
-        )
-        if on_eval is not None:
-            model.eval()
-            on_eval(update, model)
-
-    validate(0)
-    seconds = 0.0
-    bar = tqdm(range(1, settings.num_updates + 1), disable=not show)
-    for update in bar:
-        model.train()
-        start = time.perf_counter()
-        lr = settings.lr * warmup_cosine(
-            update,
-            settings.warmup_steps,
-            settings.num_updates,
-            settings.min_lr_factor,
-        )
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        X, Y = random_windows(
-            train_tokens, settings.batch_size, settings.num_steps, generator
-        )
-        loss = lm_loss(model, X.to(device), Y.to(device))
-        record["step_loss"].append(
-            optimizer_step(model, optimizer, loss, settings.grad_clip)
-        )
-        record["step_lr"].append(lr)
-        seconds += time.perf_counter() - start  # .item() synchronised
-        if show and (update % 10 == 0 or update == settings.num_updates):
-            bar.set_postfix(
-                loss=f"{record['step_loss'][-1]:.3f}",
-                tokens_per_s=f"{update * X.numel() / seconds:.0f}",
+    device = _check_run(
+        model, train_tokens, valid_X, valid_Y, settings, device, on_eval
+    )
+    s, seconds = settings, 0.0
+    optimizer = adamw(model.to(device), s)
+    generator = torch.Generator().manual_seed(s.seed)
+    names = ("step_loss", "step_lr", "eval_updates", "eval_loss")
+    record = {name: [] for name in names}
+    for update in (bar := _progress_bar(s, progress)):
+        if update > 0:
+            start = time.perf_counter()
+            X, Y = random_windows(
+                train_tokens, s.batch_size, s.num_steps, generator
             )
-        if update % settings.eval_every == 0 or update == settings.num_updates:
-            validate(update)
-    model.eval()
-    num_tokens = (
-        settings.num_updates * settings.batch_size * settings.num_steps
-    )
-    record.update(
-        num_tokens=num_tokens,
-        train_seconds=seconds,
-        tokens_per_s=num_tokens / seconds if seconds > 0 else float("nan"),
-        settings=settings.as_dict(),
-    )
-    return record
+            lr = s.lr_at(update)
+            batch = (X.to(device), Y.to(device))
+            loss = _train_update(model, optimizer, batch, lr, s.grad_clip)
+            seconds += time.perf_counter() - start  # .item() waited for it
+            record["step_loss"].append(loss)
+            record["step_lr"].append(lr)
+            bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
+        if update % s.eval_every == 0 or update == s.num_updates:
+            record["eval_updates"].append(update)
+            record["eval_loss"].append(
+                evaluate_lm(model.eval(), valid_X, valid_Y, s.eval_batch_size)
+            )
+            if on_eval is not None:
+                on_eval(update, model)
+    total = s.num_updates * s.batch_size * s.num_steps
+    speed = total / seconds if seconds > 0 else float("nan")
+    record |= dict(num_tokens=total, train_seconds=seconds, tokens_per_s=speed)
+    return record | dict(settings=s.as_dict())
