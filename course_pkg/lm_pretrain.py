@@ -435,6 +435,20 @@ class LMSettings:
         )
 
 
+# The brief run of the chapter "Pretraining on real text" (its notebook and
+# bench/claims_pretrain.py): a GPT-2 of 2 blocks, width 64, 4 heads, on a
+# context of 64 characters, 800 updates of 32 windows (1.6 M tokens).
+BRIEF_SETTINGS = LMSettings(
+    batch_size=32,
+    num_steps=64,
+    num_updates=800,
+    lr=1e-2,
+    warmup_steps=40,
+    eval_every=100,
+)
+BRIEF_MODEL = {"num_hiddens": 64, "num_heads": 4, "num_blks": 2}
+
+
 def adamw(model: nn.Module, settings: LMSettings) -> torch.optim.AdamW:
     """AdamW (Loshchilov & Hutter) with weight decay on the matrices only.
 
