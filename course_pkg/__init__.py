@@ -41,13 +41,15 @@ Module                     What it holds (chapter)
 ``memory``                 measuring the memory a computation allocates
 ``flash``                  FlashAttention in PyTorch: forward, backward, bytes
 ``kernels``                Triton kernels (``kernels.flash_triton``)
-``bert``                   BERT's encoder, heads and input masking
+``bert``                   BERT's encoder, heads, masking; BERT as published
 ``bert_data``              BERT's inputs: vocabulary, segments, labels
 ``pretrain``               pretraining BERT and fine-tuning it
 ``bert_experiment``        the BERT chapter's pretrained-vs-scratch experiment
 ``gpt``                    a decoder-only Transformer, sampling, its cache
 ``lm_translation``         translation as language modelling with a GPT
 ``lm_variants``            a GPT with options: KV heads, norm, FFN, placement
+``gpt2``                   GPT-2 as published, from the course's pieces
+``hf``                     Hugging Face GPT-2 and BERT weights, to and from ours
 ``plotting``               heatmaps and line plots
 ``kv_memory``              KV-cache bytes per token; published models
 ``sliding_window``         sliding-window attention, the rolling cache

@@ -32,12 +32,16 @@ from course_pkg.checks import (
     check_generator,
     check_masking,
     check_on_device,
+    check_positive_number,
     check_sizes,
     check_stack_args,
     check_tensor_type,
     check_valid_lens,
 )
-from course_pkg.transformer_blocks import TransformerEncoderBlock
+from course_pkg.transformer_blocks import (
+    TransformerEncoderBlock,
+    init_normal,
+)
 
 # The label of unselected positions (cross_entropy's default ignore_index).
 IGNORE_INDEX = -100
@@ -137,6 +141,7 @@ class BERTEncoder(nn.Module):
         self.token_embedding = nn.Embedding(vocab_size, num_hiddens)
         self.segment_embedding = nn.Embedding(2, num_hiddens)
         self.pos_embedding = nn.Parameter(torch.randn(1, max_len, num_hiddens))
+        self.embedding_norm = nn.Identity()  # PublishedBERT: a LayerNorm
         self.dropout = nn.Dropout(dropout)
         self.blks = nn.ModuleList(
             TransformerEncoderBlock(
@@ -167,10 +172,86 @@ class BERTEncoder(nn.Module):
         """
         check_bert_input(tokens, segments, valid_lens, self)
         X = self.token_embedding(tokens) + self.segment_embedding(segments)
-        X = self.dropout(X + self.pos_embedding[:, : tokens.shape[1]])
+        X = X + self.pos_embedding[:, : tokens.shape[1]]
+        X = self.dropout(self.embedding_norm(X))
         for blk in self.blks:
             X = blk(X, valid_lens, need_weights=need_weights)  # (B, T, D)
         return X
+
+
+class PublishedBERT(BERTEncoder):
+    """BERT as published (Devlin et al. 2019): the encoder with GELU (erf)
+    FFNs, layer norms of eps 1e-12, a layer norm on the embedding sum,
+    weights drawn from N(0, 0.02^2), and the pooler.
+
+    The pooler is what BERT's next-sentence head and its classifiers read:
+    ``tanh(dense(X[:, 0]))``, the <cls> vector through one more layer
+    (:meth:`pool`). :func:`course_pkg.hf.bert_from_hf` fills it with the
+    weights of a Hugging Face ``BertModel``.
+
+    Args:
+        vocab_size: V. num_hiddens: D. num_heads: H. num_blks: number of
+            blocks. max_len: number of positions (BERT: 512).
+        dropout: on the embedding sum, the attention weights and each
+            sublayer's output.
+        ffn_num_hiddens: FFN width (default 4 D). eps: the layer norms'.
+    Attributes:
+        as :class:`BERTEncoder`; pooler: ``Sequential(Linear(D, D), Tanh())``.
+    Raises:
+        TypeError/ValueError: naming the size, dropout or eps refused.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_hiddens: int,
+        num_heads: int,
+        num_blks: int,
+        max_len: int,
+        dropout: float = 0.0,
+        ffn_num_hiddens: int | None = None,
+        eps: float = 1e-12,
+    ):
+        check_sizes(num_hiddens=num_hiddens)
+        if ffn_num_hiddens is None:
+            ffn_num_hiddens = 4 * num_hiddens
+        check_positive_number("eps", eps)
+        sizes = (num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout)
+        super().__init__(vocab_size, *sizes, max_len)
+        self.embedding_norm = nn.LayerNorm(num_hiddens, eps=eps)
+        self.blks = nn.ModuleList(
+            TransformerEncoderBlock(
+                num_hiddens,
+                ffn_num_hiddens,
+                num_heads,
+                dropout,
+                True,
+                activation="gelu",
+                eps=eps,
+            )
+            for _ in range(num_blks)
+        )
+        self.pooler = nn.Sequential(
+            nn.Linear(num_hiddens, num_hiddens), nn.Tanh()
+        )
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """BERT's initialisation: every weight N(0, 0.02^2) (the position
+        table too), biases 0, norms 1 and 0."""
+        init_normal(self, 0.02)
+        nn.init.normal_(self.pos_embedding, std=0.02)
+
+    def pool(self, encoded: torch.Tensor) -> torch.Tensor:
+        """encoded (B, T, D) from :meth:`BERTEncoder.forward` -> (B, D)
+        pooled output, tanh(dense(encoded[:, 0])).
+
+        Raises TypeError if encoded is not a tensor, ValueError if it is
+        not (B, T >= 1, D).
+        """
+        _check_outputs(encoded, self, 1, name="encoded")
+        return self.pooler(encoded[:, 0])
 
 
 # ------------------------------------------------------------------- heads
@@ -361,13 +442,15 @@ def _check_int(name: str, value: int, low: int, high: int | None) -> None:
         raise ValueError(f"{name} must be >= {low}{upper}, got {value}")
 
 
-def _check_outputs(X: torch.Tensor, head: nn.Module, min_len: int) -> None:
+def _check_outputs(
+    X: torch.Tensor, head: nn.Module, min_len: int, *, name: str = "X"
+) -> None:
     """X: floats (B, T >= min_len, D) of the head's dtype, on its device."""
-    check_tensor_type("X", X)
+    check_tensor_type(name, X)
     num_hiddens = head.num_hiddens
     if X.dim() != 3 or X.shape[1] < min_len or X.shape[-1] != num_hiddens:
         raise ValueError(
-            f"X must have shape (B, T >= {min_len}, {num_hiddens}), "
+            f"{name} must have shape (B, T >= {min_len}, {num_hiddens}), "
             f"got {tuple(X.shape)}"
         )
-    check_features("X", X, num_hiddens, head)
+    check_features(name, X, num_hiddens, head)

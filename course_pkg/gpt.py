@@ -198,20 +198,7 @@ class GPT(TokenStack):
                 the cache does not match the model or X's batch, t exceeds
                 max_len, or valid_lens is not (B,) lengths in [0, t].
         """
-        check_token_ids("X", X, self.embedding, min_steps=1)
-        offset = self._check_cache(cache, X.shape[0])
-        if offset + X.shape[1] > self.max_len:
-            raise ValueError(
-                f"X reaches position {offset + X.shape[1]}, more than "
-                f"max_len={self.max_len}"
-            )
-        check_valid_lens(
-            "valid_lens",
-            valid_lens,
-            X.shape[0],
-            offset + X.shape[1],
-            like=("X", X),
-        )
+        offset = self._check_input(X, cache, valid_lens)  # t - Q
         if need_weights is None:
             need_weights = self.need_weights
         X = self.embedding(X) * self.embedding_scale  # (B, Q, D)
@@ -232,6 +219,27 @@ class GPT(TokenStack):
             blk.attention.attention_weights for blk in self.blks
         ]
         return self.dense(X), new_cache
+
+    def _check_input(
+        self,
+        X: torch.Tensor,
+        cache: GPTCache | None,
+        valid_lens: torch.Tensor | None,
+    ) -> int:
+        """The checks of :meth:`forward_with_cache`; returns the number
+        t - Q of cached positions."""
+        check_token_ids("X", X, self.embedding, min_steps=1)
+        offset = self._check_cache(cache, X.shape[0])
+        num_steps = offset + X.shape[1]  # t
+        if num_steps > self.max_len:
+            raise ValueError(
+                f"X reaches position {num_steps}, more than "
+                f"max_len={self.max_len}"
+            )
+        check_valid_lens(
+            "valid_lens", valid_lens, X.shape[0], num_steps, like=("X", X)
+        )
+        return offset
 
     def _check_cache(self, cache: GPTCache | None, batch_size: int) -> int:
         """The number t - Q of cached positions; refuses a foreign cache."""

@@ -5,28 +5,29 @@ The course's :class:`course_pkg.gpt.GPT` and
 the published models (Radford et al. 2019; Devlin et al. 2019) differ in a
 few choices, each of which the course has a piece for:
 
-==================  ===========================  ======================  ======================
-choice              course GPT / BERTEncoder     GPT-2 (:class:`GPT2`)   BERT (:class:`~course_pkg.bert.PublishedBERT`)
-==================  ===========================  ======================  ======================
-norm placement      post-norm: LN(X + f(X))      pre-norm: X + f(LN(X))  post-norm
-FFN activation      ReLU                         GELU, tanh approx.      GELU (erf)
-positions           sinusoidal or learned (GPT)  learned, max_len of     learned
-                    learned (BERT)               them
-token embedding     times sqrt(D) (GPT)          as it is                as it is, + segment
-embedding norm      none                         none                    LayerNorm, eps 1e-12
-final norm          none                         LayerNorm after the     none
-                                                 last block
-output layer        its own weights and bias     the token embedding's   (no LM head in the
-                                                 weights, no bias (tied) encoder)
-layer-norm eps      1e-5                         1e-5                    1e-12
-biases (attention)  off (GPT), on (BERT)         on                      on
-initialisation      PyTorch's defaults           N(0, 0.02); residual    N(0, 0.02), biases 0
-                                                 outputs N(0, 0.02 /
-                                                 sqrt(2 num_blks));
-                                                 biases 0
-pooler              none (the classifier reads   none                    dense + tanh on <cls>
-                    <cls> itself)
-==================  ===========================  ======================  ======================
+==================  ======================  ========================  ======================
+choice              course GPT and BERT     GPT-2 (:class:`GPT2`)     BERT (``PublishedBERT``)
+==================  ======================  ========================  ======================
+norm placement      post-norm:              pre-norm:                 post-norm
+                    LN(X + f(X))            X + f(LN(X)), and a
+                                            final LN after the
+                                            last block
+FFN activation      ReLU                    GELU, tanh                GELU (erf)
+                                            approximation
+positions           sinusoidal or learned   learned                   learned
+                    (GPT), learned (BERT)
+token embedding     times sqrt(D) (GPT)     as it is                  as it is, + segment,
+                                                                      then LN
+output layer        its own weights and     the token embedding's     (none: an encoder)
+                    bias                    weights, no bias (tied)
+layer-norm eps      1e-5                    1e-5                      1e-12
+attention biases    off (GPT), on (BERT)    on                        on
+initialisation      PyTorch's defaults      N(0, 0.02^2); residual    N(0, 0.02^2);
+                                            outputs N(0, 0.02^2 /     biases 0
+                                            (2 num_blks)); biases 0
+pooler              none (a classifier      none                      tanh(dense(X[:, 0])),
+                    reads <cls> itself)                               on <cls>
+==================  ======================  ========================  ======================
 
 :class:`GPT2Block` is the pre-norm block with a causal, cached
 self-attention (the course's :class:`~course_pkg.attention.MultiHeadAttention`
@@ -47,6 +48,7 @@ width, ``H`` heads, ``V`` vocabulary size.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -59,7 +61,7 @@ from course_pkg.checks import (
     check_sizes,
 )
 from course_pkg.gpt import GPT
-from course_pkg.transformer_blocks import PositionWiseFFN
+from course_pkg.transformer_blocks import PositionWiseFFN, init_normal
 
 # GPT-2's initialisation: every weight N(0, INIT_STD^2).
 INIT_STD = 0.02
@@ -197,7 +199,9 @@ class GPT2(GPT):
         self.embedding_scale = 1.0
         self.reset_parameters()
 
-    def _apply(self, fn, recurse=True):  # noqa: ANN001, ANN202 (torch's)
+    def _apply(
+        self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True
+    ) -> GPT2:
         # A move that cannot reuse the storage (to the meta device, say) gives
         # each module a new Parameter, which would untie the output layer.
         super()._apply(fn, recurse)
@@ -207,18 +211,12 @@ class GPT2(GPT):
     @torch.no_grad()
     def reset_parameters(self) -> None:
         """GPT-2's initialisation: weights N(0, 0.02^2), biases 0, norms 1
-        and 0; the two projections that write into the residual stream
-        (attention output, FFN output) N(0, (0.02 / sqrt(2 num_blks))^2),
-        since each block adds two of them to the stream.
+        and 0 (:func:`~course_pkg.transformer_blocks.init_normal`); the two
+        projections that write into the residual stream (attention output,
+        FFN output) N(0, (0.02 / sqrt(2 num_blks))^2), since each block adds
+        two of them to the stream.
         """
-        for module in self.modules():
-            if isinstance(module, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(module.weight, std=INIT_STD)
-            if isinstance(module, (nn.Linear, nn.LayerNorm)):
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
-            if isinstance(module, nn.LayerNorm):
-                nn.init.ones_(module.weight)
+        init_normal(self, INIT_STD)
         residual_std = INIT_STD / math.sqrt(2 * self.num_blks)
         for blk in self.blks:
             nn.init.normal_(blk.attention.W_o.weight, std=residual_std)

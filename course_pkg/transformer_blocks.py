@@ -6,9 +6,9 @@ every sublayer is followed by ``AddNorm``, i.e.
 Names and constructor arguments follow d2l, without its lazy layers. Two
 keyword-only options give the published models' variants of the same pieces
 (see :mod:`course_pkg.gpt2`): the FFN's ``activation`` (GELU in BERT and
-GPT-2) and the layer norms' ``eps``. The
-stacks and the model that use these blocks are in :mod:`course_pkg.transformer`;
-:class:`TokenStack` is what those stacks and the GPT start with.
+GPT-2) and the layer norms' ``eps``. The stacks and the model that use
+these blocks are in :mod:`course_pkg.transformer`; :class:`TokenStack` is
+what those stacks and the GPT start with.
 
 Shape letters (see the package docstring): ``B`` batch, ``T`` source length,
 ``Q`` target positions fed in one call (the queries), ``t`` target positions
@@ -44,8 +44,8 @@ from course_pkg.checks import (
     check_valid_lens,
 )
 
-# The FFN's activations: "relu" (the Transformer's), "gelu" (exact, with erf:
-# BERT's) and "gelu_tanh" (the tanh approximation: GPT-2's "gelu_new").
+#: The FFN's activations: "relu" (the Transformer's), "gelu" (exact, with
+#: erf: BERT's) and "gelu_tanh" (the tanh approximation: GPT-2's "gelu_new").
 ACTIVATIONS = {
     "relu": nn.ReLU,
     "gelu": nn.GELU,
@@ -53,8 +53,8 @@ ACTIVATIONS = {
 }
 
 
-def make_activation(activation: str) -> nn.Module:
-    """The activation layer named by one of :data:`ACTIVATIONS`' keys.
+def check_activation(activation: str) -> None:
+    """Refuse an activation that is not one of :data:`ACTIVATIONS`' keys.
 
     Raises:
         TypeError/ValueError: if activation is not one of those strings.
@@ -65,7 +65,6 @@ def make_activation(activation: str) -> nn.Module:
             f"activation must be one of {tuple(ACTIVATIONS)}, "
             f"got {activation!r}"
         )
-    return ACTIVATIONS[activation]()
 
 
 def ffn_input_size(
@@ -84,6 +83,34 @@ def ffn_input_size(
         input_size=input_size,
     )
     return input_size
+
+
+@torch.no_grad()
+def init_normal(module: nn.Module, std: float = 0.02) -> None:
+    """The published models' initialisation (BERT, GPT-2), in place: every
+    ``nn.Linear`` and ``nn.Embedding`` weight drawn from N(0, std^2), their
+    biases 0, layer norms' weights 1 and biases 0.
+
+    Args:
+        module: the model; every submodule of those kinds is reset.
+        std: the weights' standard deviation (0.02 in BERT and GPT-2).
+    Raises:
+        TypeError/ValueError: if module is not an nn.Module or std not a
+            number > 0.
+    """
+    if not isinstance(module, nn.Module):
+        raise TypeError(
+            f"module must be an nn.Module, got {type(module).__name__}"
+        )
+    check_positive_number("std", std)
+    for layer in module.modules():
+        if isinstance(layer, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(layer.weight, std=std)
+        if isinstance(layer, nn.LayerNorm) and layer.weight is not None:
+            nn.init.ones_(layer.weight)
+        if isinstance(layer, (nn.Linear, nn.LayerNorm)):
+            if layer.bias is not None:
+                nn.init.zeros_(layer.bias)
 
 
 class PositionWiseFFN(nn.Module):
@@ -114,8 +141,9 @@ class PositionWiseFFN(nn.Module):
         self.input_size = ffn_input_size(
             ffn_num_hiddens, ffn_num_outputs, input_size
         )
+        check_activation(activation)
         self.dense1 = nn.Linear(self.input_size, ffn_num_hiddens)
-        self.activation = make_activation(activation)
+        self.activation = ACTIVATIONS[activation]()
         self.dense2 = nn.Linear(ffn_num_hiddens, ffn_num_outputs)
 
     def forward(self, X: torch.Tensor) -> torch.Tensor:
@@ -193,6 +221,8 @@ class TransformerEncoderBlock(nn.Module):
     ):
         super().__init__()
         check_block_sizes(num_hiddens, ffn_num_hiddens, num_heads, dropout)
+        check_activation(activation)
+        check_positive_number("eps", eps)
         self.attention = MultiHeadAttention(
             num_hiddens, num_heads, dropout, use_bias
         )

@@ -53,6 +53,8 @@ from course_pkg import (
     data,
     efficient_attention,
     gpt,
+    gpt2,
+    hf,
     kernel_regression,
     kv_memory,
     lm_variants,
@@ -234,6 +236,14 @@ def _transformer() -> nn.Module:
 
 def _gpt() -> gpt.GPT:
     return gpt.GPT(11, 8, 16, 2, 1, 0.0, max_len=16)
+
+
+def _gpt2() -> gpt2.GPT2:
+    return gpt2.GPT2(11, 8, 2, 1, 16)
+
+
+def _published_bert() -> bert.PublishedBERT:
+    return bert.PublishedBERT(11, 8, 2, 1, 16)
 
 
 def _decoder_state() -> transformer_blocks.DecoderState:
@@ -721,6 +731,25 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
         steps=1,
     ),
     "gpt.GPT.forward_with_cache": lambda: dict(X=_ids()),
+    "gpt2.GPT2Block.forward": lambda: dict(X=_float(2, 3, 8)),
+    "gpt2.GPT2.forward": lambda: dict(X=_ids(), valid_lens=_lens(3, 2)),
+    "gpt2.GPT2.forward_with_cache": lambda: dict(
+        X=_ids(), valid_lens=_lens(3, 2)
+    ),
+    "bert.PublishedBERT.forward": lambda: dict(
+        tokens=_ids(), segments=_ids() % 2, valid_lens=_lens(3, 2)
+    ),
+    "bert.PublishedBERT.pool": lambda: dict(encoded=_float(2, 3, 8)),
+    "hf.gpt2_from_hf": lambda: dict(
+        state_dict=hf.gpt2_to_hf(_gpt2().state_dict())
+    ),
+    "hf.gpt2_to_hf": lambda: dict(state_dict=_gpt2().state_dict()),
+    "hf.bert_from_hf": lambda: dict(
+        state_dict=hf.bert_to_hf(_published_bert().state_dict())
+    ),
+    "hf.bert_to_hf": lambda: dict(state_dict=_published_bert().state_dict()),
+    "transformer_blocks.check_activation": lambda: dict(activation="gelu"),
+    "transformer_blocks.init_normal": lambda: dict(module=nn.Linear(2, 2)),
     "lm_variants.VariantGPT.forward_with_cache": lambda: dict(X=_ids()),
     "flash.flash_forward": lambda: dict(FLASH),
     "flash.flash_attention": lambda: dict(FLASH),
@@ -850,6 +879,9 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
 }
 
 INSTANCES: dict[str, Callable[[], Any]] = {
+    "gpt2.GPT2Block": lambda: gpt2.GPT2Block(8, 16, 2, 0.0),
+    "gpt2.GPT2": lambda: _gpt2(),
+    "bert.PublishedBERT": lambda: _published_bert(),
     "efficient_attention.GroupedQueryAttention": lambda: (
         efficient_attention.GroupedQueryAttention(8, 2, num_kv_heads=1)
     ),

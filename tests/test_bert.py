@@ -24,6 +24,7 @@ from course_pkg.bert import (
     BERTModel,
     CLSClassifier,
     MaskLM,
+    PublishedBERT,
     mask_tokens,
 )
 
@@ -451,3 +452,51 @@ def test_mean_pooling_accepts_lengths_on_the_cpu_for_tokens_elsewhere():
         tokens, torch.zeros_like(tokens), torch.tensor([9, 1, 5, 7])
     )
     assert scores.shape == (4, 3) and scores.device.type == "meta"
+
+
+# ---------------------------------------------------------------- the published BERT
+# Parity with Hugging Face's BertModel: tests/test_hf.py.
+
+
+def test_the_course_encoder_keeps_its_choices_by_default():
+    torch.manual_seed(0)
+    encoder = BERTEncoder(V, D, FFN, H, N, 0.0)
+    assert isinstance(encoder.embedding_norm, nn.Identity)
+    assert isinstance(encoder.blks[0].ffn.activation, nn.ReLU)
+    assert encoder.blks[0].addnorm1.ln.eps == 1e-5
+
+
+def test_published_bert_choices_initialisation_and_pooler():
+    torch.manual_seed(0)
+    model = PublishedBERT(101, 64, 4, 2, 64)
+    assert isinstance(model.blks[0].ffn.activation, nn.GELU)
+    assert model.blks[0].ffn.activation.approximate == "none"  # erf
+    assert model.blks[0].ffn.dense1.out_features == 4 * 64
+    norms = [m for m in model.modules() if isinstance(m, nn.LayerNorm)]
+    assert len(norms) == 1 + 2 * 2 and all(m.eps == 1e-12 for m in norms)
+    for name, parameter in model.named_parameters():
+        if name.endswith("bias"):
+            assert torch.equal(parameter, torch.zeros_like(parameter)), name
+        elif parameter.dim() == 1:
+            assert torch.equal(parameter, torch.ones_like(parameter)), name
+        elif (
+            parameter.numel() >= 4096
+        ):  # 5% is 4.5 standard errors of the spread
+            assert abs(parameter.std().item() / 0.02 - 1) < 0.05, name
+        else:  # the segment table, 2 x 64
+            assert name == "segment_embedding.weight"
+            assert abs(parameter.std().item() / 0.02 - 1) < 0.3, name
+    tokens = torch.randint(0, 101, (3, 6))
+    encoded = model(tokens, torch.zeros_like(tokens), torch.tensor([6, 4, 1]))
+    pooled = model.pool(encoded)
+    assert pooled.shape == (3, 64)
+    dense = model.pooler[0]
+    torch.testing.assert_close(
+        pooled, torch.tanh(encoded[:, 0] @ dense.weight.T + dense.bias)
+    )
+    with pytest.raises(ValueError, match="encoded"):
+        model.pool(encoded[:, :0])
+    # a BERTEncoder: the course's classifier takes it
+    assert BERTClassifier(model, 2)(
+        tokens, torch.zeros_like(tokens)
+    ).shape == (3, 2)

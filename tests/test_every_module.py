@@ -22,6 +22,7 @@ from course_pkg import (
     efficient_attention,
     encoder_decoder,
     gpt,
+    gpt2,
     kernel_regression,
     lm_variants,
     luong,
@@ -126,6 +127,18 @@ def _gpt_block(device):
     return block(_x(device, 2, 3, 8), past, need_weights=False)[0]
 
 
+def _gpt2_block(device):
+    block = gpt2.GPT2Block(8, 16, 2, 0.1).to(device)
+    # a decoding step: 3 new positions after a cache of 4, 2 of them padding
+    past = block.attention.cache(_x(device, 2, 4, 8), _x(device, 2, 4, 8))
+    return block(_x(device, 2, 3, 8), past, _lens(device, 7, 5))[0]
+
+
+def _published_bert(device):
+    model = bert.PublishedBERT(11, 8, 2, 2, 7, 0.1).to(device)
+    return model.pool(model(*_bert_inputs(device)))
+
+
 FORWARDS = {
     toy_tasks.NeighbourReader: lambda d: toy_tasks.NeighbourReader(2).to(d)(
         _tokens(d, steps=8, vocab=8)
@@ -220,6 +233,11 @@ FORWARDS = {
     ).to(d)(*_bert_inputs(d)),
     gpt.GPT: lambda d: gpt.GPT(11, 8, 16, 2, 2, 0.1).to(d)(_tokens(d)),
     gpt.GPTBlock: _gpt_block,
+    gpt2.GPT2: lambda d: gpt2.GPT2(11, 8, 2, 2, 7, 0.1).to(d)(
+        _tokens(d), _lens(d, 5, 2)
+    ),
+    gpt2.GPT2Block: _gpt2_block,
+    bert.PublishedBERT: lambda d: _published_bert(d),
     lm_variants.VariantGPT: lambda d: lm_variants.VariantGPT(
         11, 8, 16, 4, 2, 0.1, num_kv_heads=2, norm="rms", placement="pre"
     ).to(d)(_tokens(d)),
