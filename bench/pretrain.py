@@ -96,12 +96,15 @@ def main() -> None:
             "seed": 0,
         },
     )
-    options.add_argument("--lr", type=float, default=3e-3)
+    options.add_argument("--lr", type=float, default=6e-3)
     options.add_argument("--min-lr-factor", type=float, default=0.1)
     options.add_argument("--weight-decay", type=float, default=0.1)
     options.add_argument("--dropout", type=float, default=0.0)
     options.add_argument(
-        "--tokenizers", nargs="+", default=["char"], choices=["char", "bpe"]
+        "--tokenizers",
+        nargs="+",
+        default=["char", "bpe"],
+        choices=["char", "bpe"],
     )
     options.add_argument("--out", default="_build/pretrain")
     options.add_argument("--table", help="markdown file for the results")
@@ -121,6 +124,7 @@ def main() -> None:
     results = []
     for name in args.tokenizers:
         start = time.perf_counter()
+        print(f"\n{name}: tokenizing ...", flush=True)
         tokenizer = make_tokenizer(name, train_text, args.bpe_vocab)
         train = torch.tensor(tokenizer.encode(train_text))
         valid = torch.tensor(tokenizer.encode(valid_text))
@@ -173,8 +177,23 @@ def main() -> None:
         curve_X, curve_Y = validation_windows(
             valid, args.context, args.eval_windows
         )
+        run_start = time.perf_counter()
+
+        def report(update: int, model, loss: float) -> None:
+            print(
+                f"  update {update:6d}: {loss:.4f} nats/token, "
+                f"{bpb(loss):.3f} bits/byte ({time.perf_counter() - run_start:.0f} s)",
+                flush=True,
+            )
+
         record = pretrain_lm(
-            model, train, curve_X, curve_Y, settings, progress=args.progress
+            model,
+            train,
+            curve_X,
+            curve_Y,
+            settings,
+            progress=args.progress,
+            on_eval=report,
         )
         print(
             f"{'update':>7} {'tokens':>11} {'valid nats':>10} {'bits/byte':>9}"
@@ -247,6 +266,13 @@ def main() -> None:
         )
         with open(out / f"{name}.json", "w", encoding="utf-8") as handle:
             json.dump(result, handle, indent=1)
+        if args.table:  # after each tokenizer: a long run keeps its part
+            write_table(
+                pathlib.Path(args.table),
+                results,
+                time.perf_counter() - wall_start,
+                args,
+            )
     wall = time.perf_counter() - wall_start
     print(f"\nwall time {wall:.0f} s; checkpoints and JSON in {out}/")
     if args.table:

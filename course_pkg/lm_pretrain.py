@@ -609,14 +609,14 @@ def pretrain_lm(
     *,
     device: torch.device | str | None = None,
     progress: bool | None = None,
-    on_eval: Callable[[int, nn.Module], None] | None = None,
+    on_eval: Callable[[int, nn.Module, float], None] | None = None,
 ) -> dict[str, Any]:
     """Train a language model on random windows of a token stream.
 
     Update s = 1..S: :func:`random_windows`, an AdamW step on
     :func:`lm_loss` at the rate ``lr * warmup_cosine(s)``, the gradient norm
     clipped. At s = 0, every ``eval_every`` updates and at s = S: the loss on
-    the windows (valid_X, valid_Y) (M, T), then ``on_eval(s, model)``.
+    the windows (valid_X, valid_Y) (M, T), then ``on_eval(s, model, loss)``.
 
     Args:
         model: maps (B, T) ids to (B, T, V) scores. train_tokens: (N,) ids.
@@ -653,7 +653,7 @@ def pretrain_lm(
                 evaluate_lm(model.eval(), valid_X, valid_Y, s.eval_batch_size)
             )
             if on_eval is not None:
-                on_eval(update, model)
+                on_eval(update, model, record["eval_loss"][-1])
     total = s.num_updates * s.batch_size * s.num_steps
     speed = total / seconds if seconds > 0 else float("nan")
     record |= dict(num_tokens=total, train_seconds=seconds, tokens_per_s=speed)

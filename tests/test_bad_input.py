@@ -855,7 +855,7 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
         valid_Y=_ids(),
         settings=_lm_settings(),
         progress=False,
-        on_eval=lambda update, model: None,
+        on_eval=lambda update, model, loss: None,
     ),
     "bpe.pretokenize": lambda: dict(text="To be, or not to be"),
     "bpe.train_bpe": lambda: dict(

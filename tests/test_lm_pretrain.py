@@ -293,13 +293,19 @@ def test_pretrain_lm_follows_the_schedule_and_is_repeatable():
     seen = []
     record = pretrain_lm(
         _model(), tokens, *valid, settings, progress=False,
-        on_eval=lambda update, model: seen.append((update, model.training)),
+        on_eval=lambda update, model, loss: seen.append((update, model.training, loss)),
     )  # fmt: skip
     assert record["step_lr"] == pytest.approx(
         [1e-2 * warmup_cosine(s, 2, 7, 0.1) for s in range(1, 8)], abs=1e-15
     )
     assert record["eval_updates"] == [0, 3, 6, 7]
-    assert seen == [(0, False), (3, False), (6, False), (7, False)]
+    assert [(u, t) for u, t, _ in seen] == [
+        (0, False),
+        (3, False),
+        (6, False),
+        (7, False),
+    ]
+    assert [loss for _, _, loss in seen] == record["eval_loss"]
     assert record["num_tokens"] == 7 * 4 * 8 and len(record["step_loss"]) == 7
     again = pretrain_lm(_model(), tokens, *valid, settings, progress=False)
     assert again["step_loss"] == record["step_loss"]
