@@ -22,6 +22,7 @@ import argparse
 import dataclasses
 import functools
 import json
+import math
 import statistics
 import time
 
@@ -35,6 +36,7 @@ from course_pkg.lm_pretrain import (
     CharTokenizer,
     NGramModel,
     bits_per_byte,
+    evaluate_lm,
     pretrain_lm,
     validation_windows,
 )
@@ -92,6 +94,14 @@ def measure(seed: int) -> dict[str, float]:
         for u, n in zip(record["eval_updates"], record["eval_loss"])
     }
     row |= {f"count order {n}": b for n, b in baselines.items()}
+    # the chapter's exercise 4: the same windows cut to their first 8 tokens
+    short = evaluate_lm(model, valid_X[:, :8], valid_Y[:, :8])
+    full = evaluate_lm(model, valid_X, valid_Y)
+    row["context 8 - context 64"] = bits_per_byte(
+        short, len(valid), num_bytes
+    ) - bits_per_byte(full, len(valid), num_bytes)
+    row["at 0 - log2 V, absolute"] = abs(row["bits/byte at 0"] - math.log2(V))
+    row["at 100 - unigram"] = row["bits/byte at 100"] - baselines[1]
     final = row[f"bits/byte at {settings.num_updates}"]
     row["at 200 - bigram"] = row["bits/byte at 200"] - baselines[2]
     row["final - trigram"] = final - baselines[3]
