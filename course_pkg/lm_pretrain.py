@@ -18,8 +18,9 @@ order the chapter introduces them:
   and :func:`pretrain_lm`: the loop (AdamW, clipping, periodic validation),
   with a budget in updates (so in tokens), never in seconds.
 
-Letters: N tokens in a stream, B windows in a batch, T tokens in a window
-(``num_steps``), V the vocabulary size, W warm-up updates, S updates in all.
+Letters: N tokens in a stream, B windows in a batch, M fixed validation
+windows, T tokens in a window (``num_steps``), V the vocabulary size, W
+warm-up updates, S updates in all.
 """
 
 from __future__ import annotations
