@@ -261,8 +261,18 @@ def main() -> None:
             "sample (temperature 0.8):\n"
             + tokenizer.decode(sample[0].tolist())
         )
+        # what rebuilds the tokenizer: the characters, or the BPE merges
+        tokens = (
+            {"chars": tokenizer.chars}
+            if name == "char"
+            else {"merges": [list(pair) for pair in tokenizer.merges]}
+        )
         save_checkpoint(
-            out / f"{name}.pt", model, settings=settings, vocab_size=V
+            out / f"{name}.pt",
+            model,
+            settings=settings,
+            vocab_size=V,
+            **tokens,
         )
         with open(out / f"{name}.json", "w", encoding="utf-8") as handle:
             json.dump(result, handle, indent=1)
