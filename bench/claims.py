@@ -55,6 +55,7 @@ from collections.abc import Callable
 
 import claims_bert
 import claims_gpt
+import claims_pretrain
 
 SAMPLING_NAMES = list(claims_gpt.SAMPLING)
 
@@ -591,12 +592,29 @@ BOUNDS: dict[str, list[Bound]] = {
             "info",
         ),
     ],
+    # bits per byte of the brief run (bench/claims_pretrain.py)
+    "pretraining": [
+        Bound(
+            "update 0 - log2 V, absolute", "at 0 - log2 V, absolute", "<", 0.05
+        ),
+        Bound("update 100 - unigram", "at 100 - unigram", "<", -0.9, null=0),
+        Bound("update 200 - bigram", "at 200 - bigram", "<", -0.04, null=0),
+        Bound("update 800 - trigram", "final - trigram", "<", -0.1, null=0),
+        Bound(
+            "context 8 - context 64",
+            "context 8 - context 64",
+            ">",
+            0.15,
+            null=0,
+        ),
+    ],
 }
 
 # Chapters measured by a function of one seed instead of their notebook.
 MEASURES: dict[str, Callable[[int], dict[str, float]]] = {
     "bert": claims_bert.measure,
     "gpt": claims_gpt.measure,
+    "pretraining": claims_pretrain.measure,
 }
 CHAPTERS = [*CLAIMS, *MEASURES]
 # The chapters whose claims depend on the seed (the default); distributed's

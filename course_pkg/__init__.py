@@ -50,6 +50,7 @@ Module                     What it holds (chapter)
 ``lm_variants``            a GPT with options: KV heads, norm, FFN, placement
 ``gpt2``                   GPT-2 as published, from the course's pieces
 ``hf``                     Hugging Face GPT-2 and BERT weights, to and from ours
+``lm_pretrain``            pretraining on a token stream: baselines, bits/byte
 ``plotting``               heatmaps and line plots
 ``kv_memory``              KV-cache bytes per token; published models
 ``sliding_window``         sliding-window attention, the rolling cache

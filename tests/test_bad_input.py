@@ -825,6 +825,38 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
         settings=_bert_settings(),
         seed=0,
     ),
+    "lm_pretrain.CharTokenizer": lambda: dict(text="to be"),
+    "lm_pretrain.CharTokenizer.encode": lambda: dict(text="be to"),
+    "lm_pretrain.CharTokenizer.decode": lambda: dict(ids=[0, 1]),
+    "lm_pretrain.random_windows": lambda: dict(
+        tokens=_stream(),
+        batch_size=2,
+        num_steps=4,
+        generator=torch.Generator().manual_seed(0),
+    ),
+    "lm_pretrain.validation_windows": lambda: dict(
+        tokens=_stream(), num_steps=4, max_windows=2
+    ),
+    "lm_pretrain.NGramModel": lambda: dict(
+        tokens=_stream(), order=2, vocab_size=11, k=0.5
+    ),
+    "lm_pretrain.NGramModel.log_probs": lambda: dict(tokens=_stream()),
+    "lm_pretrain.adamw": lambda: dict(
+        model=nn.Linear(2, 2), settings=_lm_settings()
+    ),
+    "lm_pretrain.lm_loss": lambda: dict(model=_gpt(), X=_ids(), Y=_ids()),
+    "lm_pretrain.evaluate_lm": lambda: dict(
+        model=_gpt(), X=_ids(), Y=_ids(), batch_size=1
+    ),
+    "lm_pretrain.pretrain_lm": lambda: dict(
+        model=_gpt(),
+        train_tokens=_stream(),
+        valid_X=_ids(),
+        valid_Y=_ids(),
+        settings=_lm_settings(),
+        progress=False,
+        on_eval=lambda update, model, loss: None,
+    ),
     "bpe.pretokenize": lambda: dict(text="To be, or not to be"),
     "bpe.train_bpe": lambda: dict(
         text="to be or not to be", vocab_size=260, special_tokens=["<s>"]
@@ -892,6 +924,16 @@ INSTANCES: dict[str, Callable[[], Any]] = {
         2, 1, 4, 3
     ),
 }
+
+
+def _stream() -> torch.Tensor:
+    return torch.arange(20) % 11
+
+
+def _lm_settings():
+    from course_pkg.lm_pretrain import LMSettings
+
+    return LMSettings(batch_size=2, num_steps=4, num_updates=1, warmup_steps=0)
 
 
 def _cache_config() -> kv_memory.CacheConfig:
@@ -1114,6 +1156,7 @@ NO_WARMUP = "warmup_steps=0 means no warmup (the documented default)"
 ACCEPTED: dict[tuple[str, str, str], str] = {
     ("train.linear_warmup", "warmup_steps", "a zero size"): NO_WARMUP,
     ("lm_translation.train_lm", "warmup_steps", "a zero size"): NO_WARMUP,
+    ("lm_pretrain.warmup_cosine", "warmup_steps", "a zero size"): NO_WARMUP,
     ("attention.transpose_qkv", "X", "an integer tensor"): SPLIT,
     ("attention.transpose_output", "X", "an integer tensor"): SPLIT,
     (

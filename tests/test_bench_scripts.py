@@ -65,6 +65,17 @@ RUNS = {
         "--device cpu --threads 1 --seeds 2 --train-len 4 --steps 5",
         ["rope-ntk", "min-3std"],
     ),
+    "pretrain.py": (
+        "--device cpu --threads 1 --updates 4 --eval-every 2 --warmup 1"
+        " --batch 2 --context 16 --width 16 --heads 2 --blocks 1"
+        " --eval-windows 4 --max-order 2 --out _build/pretrain-toy",
+        [
+            "count models (add-k",
+            "bits/byte",
+            "tokens/s",
+            "sample (temperature",
+        ],
+    ),
     "bpe.py": (
         "--train-chars 20000 --encode-chars 50000 --vocab-size 300"
         " --repeats 1",
@@ -100,10 +111,10 @@ def test_every_script_is_run_here():
     # claims.py runs the chapters' notebooks over seeds and CPU paths (an
     # hour at its defaults; a single short chapter, 40 s, was too much for
     # make test's 20 minutes); claims_bert.py and claims_gpt.py are the
-    # measure() functions it imports. make test runs the notebooks themselves.
-    assert scripts - {"claims.py", "claims_bert.py", "claims_gpt.py"} == set(
-        RUNS
-    )
+    # measure() functions it imports (claims_pretrain.py too: ten brief runs
+    # of the pretraining chapter). make test runs the notebooks themselves.
+    measures = {"claims_bert.py", "claims_gpt.py", "claims_pretrain.py"}
+    assert scripts - {"claims.py"} - measures == set(RUNS)
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))
