@@ -58,6 +58,10 @@ CHROMIUM_ARGS = [
 ]
 VIEWPORT = {"width": 1280, "height": 900}
 TIMEOUT_MS = 20_000
+# A full-page screenshot of the package reference (the longest page, about 50 modules) took over
+# 20 s in a clean-clone run while notebooks ran beside it; the screenshot is for a person to
+# review, so it gets more time than a page load.
+SCREENSHOT_TIMEOUT_MS = 180_000
 
 SITE = pathlib.Path(
     os.environ.get("BOOK_HTML", ROOT / "_build" / "html")
@@ -287,7 +291,11 @@ def open_page(
         visit.final_url = page.url
         if screenshot is not None:
             screenshot.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(screenshot), full_page=True)
+            page.screenshot(
+                path=str(screenshot),
+                full_page=True,
+                timeout=SCREENSHOT_TIMEOUT_MS,
+            )
     except (
         Exception
     ) as exc:  # recorded, so that one broken page fails its own tests only
