@@ -50,7 +50,6 @@ import importlib
 import json
 import os
 import pathlib
-import platform
 import subprocess
 import sys
 import time
@@ -62,6 +61,7 @@ from course_pkg.experiments.claims import (
     chapter_claims,
     claims_table,
 )
+from course_pkg.experiments.provenance import machine
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
@@ -148,24 +148,6 @@ def run_one(chapter: str, seed: int) -> dict:
     )
     client.execute()
     return glued_record(nb)
-
-
-def machine() -> str:
-    """The CPU, PyTorch's CPU path and version: where a run's digits come from."""
-    import torch
-
-    name = platform.processor() or platform.machine()
-    try:
-        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (
-        f"{name}, {torch.backends.cpu.get_cpu_capability()}, "
-        f"torch {torch.__version__}"
-    )
 
 
 def run_in_subprocess(chapter: str, seed: int, path: str) -> Run:

@@ -16,7 +16,10 @@ sweep:
    shows the sweep's own seed-0 run, so no sentence quotes a run that the
    ranges beside it do not contain.
 
-The last tests show the check failing on deliberately stale records.
+The records of ``bench/`` scripts that chapters quote
+(:mod:`course_pkg.experiments.bench_records`) are checked the same way against
+the script and modules they came from. The last tests show the check failing
+on deliberately stale records.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import shutil
 
 import pytest
 
+from course_pkg.experiments.bench_records import BENCH_RECORDS, read
 from course_pkg.experiments.claims import RECORDS, Run, chapter_claims
 from course_pkg.experiments.provenance import fingerprint, notebook_code
 from tests.toc_notebooks import toc_notebooks
@@ -108,6 +112,33 @@ def provenance_problems(
 @pytest.mark.parametrize("chapter", swept())
 def test_the_record_the_code_and_the_stored_run_agree(chapter):
     problems = provenance_problems(chapter, ROOT / "book", RECORDS)
+    assert not problems, "\n".join(problems)
+
+
+def bench_problems(
+    name: str, folder: pathlib.Path = BENCH_RECORDS
+) -> list[str]:
+    """What ties a bench script's record apart from today's code."""
+    record = read(name, folder)
+    script = ROOT / record.script
+    if not script.exists():
+        return [f"{name}: {record.script}, which wrote it, is gone"]
+    now = fingerprint(script.read_text(), list(record.modules))
+    if now != record.fingerprint:
+        return [
+            f"{name}: the code changed since {record.script} wrote this "
+            f"record ({record.minutes:.0f} min on {record.machine}): run it "
+            "again (its docstring gives the command), then re-execute the "
+            "chapter that quotes it"
+        ]
+    return []
+
+
+@pytest.mark.parametrize(
+    "name", sorted(p.stem for p in BENCH_RECORDS.glob("*.jsonl"))
+)
+def test_every_bench_record_comes_from_todays_code(name):
+    problems = bench_problems(name)
     assert not problems, "\n".join(problems)
 
 

@@ -98,3 +98,21 @@ def fingerprint(source: str, modules: list[str]) -> str:
             return f"missing: {name}"
         parts.append(f"{name} {code_digest(text)}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def machine() -> str:
+    """The CPU, PyTorch's CPU path and version: where a run's digits come from."""
+    import platform
+
+    name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (
+        f"{name}, {torch.backends.cpu.get_cpu_capability()}, "
+        f"torch {torch.__version__}"
+    )

@@ -1,0 +1,118 @@
+"""Results of the ``bench/`` scripts that a chapter quotes, with their provenance.
+
+Some measurements are too long for a notebook: the recipe table of "Training
+the Transformer" (30 trainings per seed), the long-context sweep of the
+inference chapter, the longer pretraining run. Their scripts write a record,
+``course_pkg/experiments/records/bench/<name>.jsonl``, one JSON line a row of
+results, each with the fingerprint of the code that ran (the script, the
+``course_pkg`` modules it imported, torch; see :mod:`.provenance`), the
+machine and the minutes it took. The chapter reads the rows with
+:func:`read` and glues what it quotes; ``tests/test_claims_provenance.py``
+checks that every record still matches today's code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from course_pkg.experiments.provenance import (
+    fingerprint,
+    loaded_modules,
+    machine,
+)
+
+BENCH_RECORDS = Path(__file__).resolve().parent / "records" / "bench"
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchRecord:
+    """The rows a bench script wrote, and the code they came from.
+
+    Attributes:
+        script: the script's path from the repository's root
+            (``"bench/recipe.py"``).
+        rows: the results, one dict a row, as the script wrote them.
+        fingerprint, modules, machine: the provenance, the same for all
+            rows.
+        minutes: the wall time of the whole run.
+    """
+
+    script: str
+    rows: list[dict]
+    fingerprint: str
+    modules: tuple[str, ...]
+    machine: str
+    minutes: float
+
+
+def write(
+    name: str,
+    script: str | Path,
+    rows: list[dict],
+    minutes: float,
+    folder: str | Path = BENCH_RECORDS,
+) -> Path:
+    """Write a script's rows as record ``name``, stamped with the code that ran.
+
+    Call it at the end of the run, so that every module the run used is
+    imported and counted.
+
+    Args:
+        name: the record's name (a file name without ``.jsonl``).
+        script: the running script's file (``__file__``).
+        rows: one dict of JSON values a row.
+        minutes: the wall time of the run.
+        folder: where records go (default: the package's).
+    Returns:
+        the path written.
+    """
+    script = Path(script).resolve()
+    root = Path(__file__).resolve().parents[2]
+    shown = (
+        script.relative_to(root).as_posix()
+        if script.is_relative_to(root)
+        else script.name
+    )
+    modules = loaded_modules()
+    stamp = {
+        "script": shown,
+        "fingerprint": fingerprint(script.read_text(), modules),
+        "modules": modules,
+        "machine": machine(),
+        "minutes": round(minutes, 2),
+    }
+    path = Path(folder) / f"{name}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "".join(json.dumps({**stamp, "row": row}) + "\n" for row in rows)
+    )
+    return path
+
+
+def read(name: str, folder: str | Path = BENCH_RECORDS) -> BenchRecord:
+    """The record ``name`` as a script wrote it.
+
+    Raises:
+        ValueError: if there is no such record, or its rows disagree on
+            their provenance.
+    """
+    path = Path(folder) / f"{name}.jsonl"
+    if not isinstance(name, str) or not path.exists():
+        raise ValueError(
+            f"no bench record {name!r} in {folder}: run the script that "
+            "writes it (its docstring says which)"
+        )
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    stamps = {
+        (r["script"], r["fingerprint"], tuple(r["modules"]), r["machine"],
+         r["minutes"])
+        for r in lines
+    }  # fmt: skip
+    if len(stamps) != 1:
+        raise ValueError(f"{path} mixes rows of different runs")
+    ((script, stamp, modules, where, minutes),) = stamps
+    return BenchRecord(
+        script, [r["row"] for r in lines], stamp, modules, where, minutes
+    )
