@@ -6,20 +6,29 @@ model is also tested with position interpolation and NTK-aware scaling by
 the factor T' / L, without fine-tuning
 (:func:`course_pkg.toy_tasks.copy_back_at_lengths`). It prints the mean,
 standard deviation, minimum and maximum of the accuracy over seeds, and
-the floor min - 3 std the chapter's assertions may use, and writes the
-per-seed table to --out (CSV) when given.
+the floor min - 3 std the chapter's assertions may use.
 
-    .venv/bin/python bench/long_context.py --seeds 10 --out bench/long_context.csv
+With ``--record`` it writes every (scheme, seed, length) accuracy to the
+record ``long_context`` (:mod:`course_pkg.experiments.bench_records`,
+stamped with the fingerprint of the code that ran), which the chapter
+"Attention at inference time and at long context" reads for its table,
+its figure and its floors. Only the chapter's settings (the defaults)
+belong in that record; after a change to the code it uses, re-run::
+
+    .venv/bin/python bench/long_context.py --threads 1 --record
+
+(10 seeds x 6 schemes: 730 s on one thread of the 2-core machine the
+course is written on, idle; longer while other jobs share it.)
 """
 
 from __future__ import annotations
 
-import csv
 import statistics
 import time
 
 import torch
 
+from course_pkg.experiments import bench_records
 from course_pkg.toy_tasks import LENGTH_VARIANTS, copy_back_at_lengths
 
 import _common
@@ -29,7 +38,11 @@ def main() -> None:
     options = _common.parser(
         __doc__, threads=1, sizes={"seeds": 10, "train-len": 16, "steps": 400}
     )
-    options.add_argument("--out", help="CSV file for the per-seed accuracies")
+    options.add_argument(
+        "--record",
+        action="store_true",
+        help="write the rows to the chapter's record (bench_records 'long_context')",
+    )
     args = options.parse_args()
     _common.device_of(args)
     train_len = args.train_len
@@ -69,12 +82,17 @@ def main() -> None:
                 f"{min(values) - 3 * std:8.3f}"
             )
     print(f"chance: {1 / 10:.3f}; torch {torch.__version__}")
-    if args.out:
-        with open(args.out, "w", newline="") as file:
-            writer = csv.DictWriter(file, fieldnames=list(rows[0]))
-            writer.writeheader()
-            for row in rows:
-                writer.writerow({**row, "accuracy": f"{row['accuracy']:.4f}"})
+    if args.record:
+        path = bench_records.write(
+            "long_context",
+            __file__,
+            [
+                {**row, "train_len": train_len, "steps": args.steps}
+                for row in rows
+            ],
+            (time.perf_counter() - start) / 60,
+        )
+        print(f"record written: {path}")
 
 
 if __name__ == "__main__":

@@ -43,7 +43,10 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
     2n heads for the H - n heads left (the paper's recipe).
 
     Returns:
-        (H,) float64 tensor, decreasing, all in (0, 1).
+        (H,) float64 tensor, all in (0, 1); decreasing when H is a power of
+        two. Otherwise the first n decrease, and so do the H - n after them,
+        which fall between those (for H = 12: 2^-1 ... 2^-8, then 2^-0.5,
+        2^-1.5, 2^-2.5, 2^-3.5), not in one decreasing order.
     Raises:
         TypeError, ValueError: if num_heads is not an int >= 1.
     """
