@@ -15,15 +15,24 @@ teacher-forced test accuracy of the argmax token, the mean probability the model
 argmax (its confidence), and their difference (confidence - accuracy: 0 for a calibrated model,
 > 0 for an overconfident one). All on non-padding target tokens of the 800 test pairs.
 
+With ``--record`` it also writes every run (seed, recipe, its settings, the four values, the
+recipe's peak and last learning rate) to the record ``recipe``
+(``course_pkg/experiments/records/bench/recipe.jsonl``, through
+:func:`course_pkg.experiments.bench_records.write`, stamped with the fingerprint of the code),
+from which the chapter builds its table. Without ``--record`` nothing is written, so a quick
+check at a toy size leaves the chapter's record alone.
+
 Usage:
     python bench/recipe.py --device cpu --threads 1            # 10 seeds, 30 trainings
-    python bench/recipe.py --epochs 3     # what the chapter's table reports (about 8 CPU-minutes)
+    python bench/recipe.py --threads 1 --epochs 3 --record     # the chapter's table: writes the
+                                                               # record (about 8 CPU-minutes)
     python bench/recipe.py --seeds 2 --epochs 1 --limit 128    # a quick check that it runs
 """
 
 from __future__ import annotations
 
 import statistics
+import time
 
 import torch
 
@@ -31,6 +40,7 @@ from course_pkg.corpus import english_french_corpus
 from course_pkg.data import translation_dataloaders
 from course_pkg.decode import translate
 from course_pkg.device import describe_device, seed_everything
+from course_pkg.experiments import bench_records
 from course_pkg.metrics import corpus_bleu
 from course_pkg.seq2seq import SETTINGS
 from course_pkg.train import train_seq2seq, warmup_inverse_sqrt
@@ -51,6 +61,19 @@ def chapter_rates(epochs: int) -> list[float]:
         if epochs > 2
         else CHAPTER_LR[:epochs]
     )
+
+
+def schedule(recipe: str, epochs: int, steps_per_epoch: int) -> list[float]:
+    """The learning rate of every optimizer step of a recipe."""
+    if recipe == "warmup":
+        optimizer = torch.optim.Adam(
+            [torch.zeros(1, requires_grad=True)], lr=1.0
+        )
+        rate = warmup_inverse_sqrt(
+            optimizer, TransformerSettings().num_hiddens, WARMUP_STEPS
+        ).lr_lambdas[0]
+        return [rate(step) for step in range(epochs * steps_per_epoch)]
+    return [lr for lr in chapter_rates(epochs) for _ in range(steps_per_epoch)]
 
 
 def train(recipe: str, seed: int, data, epochs: int, device) -> Transformer:
@@ -118,7 +141,13 @@ def main() -> None:
     options.add_argument(
         "--limit", type=int, help="first N pairs of each split"
     )
+    options.add_argument(
+        "--record",
+        action="store_true",
+        help="write the runs to the chapter's record (bench_records 'recipe')",
+    )
     args = options.parse_args()
+    start = time.perf_counter()
     if not 1 <= args.epochs <= len(CHAPTER_LR):
         options.error(f"--epochs must be in [1, {len(CHAPTER_LR)}]")
     device = device_of(args)
@@ -135,6 +164,7 @@ def main() -> None:
     rows: dict[str, list[tuple[float, float, float, float]]] = {
         r: [] for r in RECIPES
     }
+    runs = []
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         for recipe in RECIPES:
             data = translation_dataloaders(
@@ -160,6 +190,20 @@ def main() -> None:
             rows[recipe].append(
                 (100 * bleu, accuracy, confidence, confidence - accuracy)
             )
+            rates = schedule(recipe, args.epochs, len(data.train))
+            runs.append(
+                {
+                    "seed": seed,
+                    "recipe": recipe,
+                    "epochs": args.epochs,
+                    "pairs": [len(s) for s in splits],
+                    "test BLEU": 100 * bleu,
+                    "accuracy": accuracy,
+                    "confidence": confidence,
+                    "peak lr": max(rates),
+                    "last lr": rates[-1],
+                }
+            )
             print(
                 f"seed {seed} {recipe:<9} BLEU {100 * bleu:5.1f} accuracy "
                 f"{accuracy:.4f} confidence {confidence:.4f}",
@@ -177,6 +221,10 @@ def main() -> None:
                 f"{low:.{digits}f} / {mean:.{digits}f} / {high:.{digits}f}"
             )
         print(f"| {recipe} | " + " | ".join(cells) + " |")
+    if args.record:
+        minutes = (time.perf_counter() - start) / 60
+        path = bench_records.write("recipe", __file__, runs, minutes)
+        print(f"record: {path} ({minutes:.1f} min)")
 
 
 if __name__ == "__main__":
