@@ -76,13 +76,16 @@ PATHS: dict[str, dict[str, str]] = {
     "portable": {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"},
 }
 
+# A chapter's SETTINGS may have no seed (BERT's: its experiment takes the seed
+# as an argument, from SEED): then it is left as it is.
 SEED_CELL = """import dataclasses as _dataclasses
 SEED = {seed}
-if "SETTINGS" in globals():
+if "SETTINGS" in globals() and hasattr(SETTINGS, "seed"):
     SETTINGS = _dataclasses.replace(SETTINGS, seed={seed})
 seed_everything({seed})"""
 SETTINGS_CELL = """import dataclasses as _dataclasses
-SETTINGS = _dataclasses.replace(SETTINGS, seed={seed})"""
+if hasattr(SETTINGS, "seed"):
+    SETTINGS = _dataclasses.replace(SETTINGS, seed={seed})"""
 # "SETTINGS = ...", "from x import SETTINGS" or a line "    SETTINGS," of an
 # import in parentheses: the seed goes into SETTINGS again after each.
 REBINDS_SETTINGS = (
