@@ -7,7 +7,8 @@ pair task), fine-tunes the pretrained encoders and one from scratch with
 :data:`~course_pkg.bert_data.TASKS`, and scores the test split;
 :func:`pair_task_accuracy` scores the pair head, and :func:`linear_probe` what
 a frozen encoder's outputs make easy to read (the chapter's exercise 4).
-``bench/claims_bert.py`` runs the same functions over seeds and CPU paths.
+``make claims CHAPTERS=bert`` runs the chapter, and so these functions, over
+seeds 0-9 (``bench/claims.py``).
 """
 
 from __future__ import annotations

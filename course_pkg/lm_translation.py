@@ -47,7 +47,7 @@ Pair = tuple[str, str]
 
 @dataclass(frozen=True)
 class GPTSettings:
-    """Sizes and budget of the chapter's GPT (and of ``bench/claims_gpt.py``).
+    """Sizes and budget of the chapter's GPT.
 
     The sizes are those of the chapter-7 Transformer (D = 32, 4 heads, FFN
     128, no dropout), with as many blocks as its encoder and decoder

@@ -10,8 +10,8 @@ Chapter: "Pretraining an encoder: BERT". With the inputs of
 The chapter's experiment, built on these, is in
 :mod:`course_pkg.bert_experiment`.
 
-The settings of the chapter and of ``bench/claims_bert.py`` live in one
-frozen dataclass, :class:`BERTSettings`, so the two cannot drift apart.
+The chapter's settings live in one frozen dataclass, :class:`BERTSettings`,
+which the chapter prints and its experiment reads.
 """
 
 from __future__ import annotations
