@@ -436,9 +436,10 @@ class LMSettings:
         )
 
 
-# The brief run of the chapter "Pretraining on real text" (its notebook and
-# bench/claims_pretrain.py): a GPT-2 of 2 blocks, width 64, 4 heads, on a
-# context of 64 characters, 800 updates of 32 windows (1.6 M tokens).
+# The brief run of the chapter "Pretraining on real text" (book/pretraining.ipynb,
+# which `make claims CHAPTERS=pretraining` runs over seeds 0-9): a GPT-2 of 2
+# blocks, width 64, 4 heads, on a context of 64 characters, 800 updates of 32
+# windows (1.6 M tokens).
 BRIEF_SETTINGS = LMSettings(
     batch_size=32,
     num_steps=64,
