@@ -15,4 +15,7 @@ CLAIMS = {
     "sinusoidal: positions 16-31": Claim("<", chance=1),
     "sinusoidal: positions 2-15 at length 32": Claim("range"),
     "sinusoidal: length 16 - length 32, positions 2-15": Claim("range"),
+    # why the sinusoidal model loses at seen positions: unseen keys
+    "sinusoidal: positions 2-15, keys 0-15 only": Claim(">", chance=0.1),
+    "sinusoidal: queries 2-15, weight on keys 16-31": Claim("range"),
 }
