@@ -32,8 +32,16 @@ intermediate. Memory the BLAS library allocates for itself is not torch's and is
 is small and the same for the three paths' matrix products). The profiled call is separate from
 the timed calls, so profiling overhead does not enter the times.
 
+With ``--record`` it also writes one row per T (the settings, each path's peak memory, largest
+allocation and time) to the record ``attention_memory``
+(``course_pkg/experiments/records/bench/attention_memory.jsonl``, through
+:func:`course_pkg.experiments.bench_records.write`, stamped with the fingerprint of the code), from
+which the chapter "Attention at scale" quotes the time ratios. Without ``--record`` nothing is
+written, so a quick check at a toy size leaves the chapter's record alone.
+
 Usage:
     python bench/attention_memory.py                  # B=1, H=4, d=64, T = 256 ... 8192, 1 thread
+    python bench/attention_memory.py --record         # the same, written to the chapter's record
     python bench/attention_memory.py --threads 2 --block-size 256
     python bench/attention_memory.py --device cuda
 
@@ -44,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 from collections.abc import Callable
 
 import torch
@@ -52,6 +61,7 @@ import torch.nn.functional as F
 from course_pkg.cost import median_seconds
 from course_pkg.device import describe_device, seed_everything
 from course_pkg.efficient_attention import blockwise_attention
+from course_pkg.experiments import bench_records
 from course_pkg.memory import peak_memory
 from course_pkg.scoring import DotProductAttention
 
@@ -130,7 +140,13 @@ def main() -> None:
         sizes={"batch": 1, "heads": 4, "width": 64, "block-size": 128},
         lengths=[256, 512, 1024, 2048, 4096, 8192],
     )
+    options.add_argument(
+        "--record",
+        action="store_true",
+        help="write the rows to the chapter's record (bench_records 'attention_memory')",
+    )
     args = options.parse_args()
+    start = time.perf_counter()
     device = device_of(args)
     print(describe_device(device))
     print(
@@ -199,6 +215,27 @@ def main() -> None:
         )
         + f" (target <= {TIME_TARGET:.0f}; {'CPU' if device.type == 'cpu' else device.type}) -> {verdict(time_ratios, TIME_TARGET)}"
     )
+    if args.record:
+        rows = [
+            {
+                "T": steps,
+                "batch": args.batch,
+                "heads": args.heads,
+                "width": args.width,
+                "block size": args.block_size,
+                "threads": torch.get_num_threads(),
+                "device": device.type,
+                **{
+                    f"{name} {measure}": row[name][measure]
+                    for name in names
+                    for measure in ("peak", "largest", "time")
+                },
+            }
+            for steps, row in results.items()
+        ]
+        minutes = (time.perf_counter() - start) / 60
+        path = bench_records.write("attention_memory", __file__, rows, minutes)
+        print(f"record: {path} ({minutes:.1f} min)")
 
 
 if __name__ == "__main__":
