@@ -29,6 +29,12 @@ pooler              none (a classifier      none                      tanh(dense
                     reads <cls> itself)                               on <cls>
 ==================  ======================  ========================  ======================
 
+The GPT-2 column is the paper's text as ``transformers``' ``GPT2LMHeadModel``
+(and nanoGPT) build it; OpenAI's released code draws the position table with
+std 0.01 and does not scale the residual outputs. The BERT column is
+``transformers``' ``BertModel``; Google's original code uses the tanh GELU and
+a truncated normal initialisation.
+
 :class:`GPT2Block` is the pre-norm block with a causal, cached
 self-attention (the course's :class:`~course_pkg.attention.MultiHeadAttention`
 with biases) and a GELU feed-forward network
