@@ -11,14 +11,23 @@ the same parity tests run compiled, marked ``cuda``.
   (:mod:`course_pkg.flash`) and SDPA, float32 bounds from the float64
   reference (tests/test_flash.py), float64 to 1e-12;
 - ahead-of-time compilation for sm80 and sm90 with the bundled ptxas, in a
-  subprocess without the interpreter, for each dtype the kernels take;
+  subprocess without the interpreter, for each dtype the kernels take: a
+  float64 kernel holds no float32 value (the scale stays float64), every
+  address offset is int64 (B * H * T * d may pass 2**31), and what each
+  asks of shared memory is the record's;
+- the record of every tile the checks accept, compiled for sm80 and sm90
+  (``course_pkg/kernels/flash_resources.jsonl``, written by
+  ``bench/kernel_resources.py``): complete, within the A100's and the
+  H100's shared memory, and from today's kernels;
 - bad input refused before launch;
 - without triton the package still imports and says why.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -87,6 +96,22 @@ CASES = {
         f32,
     ),  # fmt: skip
     "d=64, blocks 64 x 32": (1, 1, 96, 96, 64, None, False, 64, 32, f32),
+    # the causal loops split where the diagonal starts: tiles of unequal
+    # heights, Q < K, lengths not multiples of either
+    "causal, 16 x 32, Q < K": (1, 1, 45, 77, 16, None, True, 16, 32, f32),
+    "causal, 32 x 16": (1, 2, 77, 77, 16, None, True, 32, 16, f32),
+    "causal, 64 x 16, Q < K, lengths": (
+        2,
+        1,
+        50,
+        99,
+        16,
+        torch.tensor([99, 30]),
+        True,
+        64,
+        16,
+        f32,
+    ),  # fmt: skip
     "float64": (1, 2, 50, 50, 16, None, False, 32, 32, f64),
     "float64 causal": (1, 1, 96, 96, 32, None, True, 32, 32, f64),
     "float64 causal, lengths, Q < K": (
@@ -184,8 +209,14 @@ BAD = {
         dict(queries=torch.randn(1, 2, 40, 8), keys=torch.randn(1, 2, 40, 8),
              values=torch.randn(1, 2, 40, 8)), ValueError, "d = d_v"),
     "d_v != d": (dict(values=torch.randn(1, 2, 40, 32)), ValueError, "d_v"),
-    "block of 48": (dict(block_q=48), ValueError, "block_q must be a power"),
-    "block of 256": (dict(block_k=256), ValueError, "block_k"),
+    "block of 48": (dict(block_q=48), ValueError, "block_q and block_k must"),
+    "block of 128": (dict(block_k=128), ValueError, "block_q and block_k"),
+    "a tile too large for shared memory": (
+        {n: torch.randn(1, 2, 40, 128) for n in ("queries", "keys", "values")}
+        | dict(block_q=64, block_k=64), ValueError, "fit an A100"),
+    "T * d past int32": (
+        {n: torch.empty(1, 1, 2**24, 128, device="meta")
+         for n in ("queries", "keys", "values")}, ValueError, "T \\* d"),
     "block not an int": (dict(block_k=32.0), TypeError, "block_k"),
     "integer inputs": (
         dict(queries=torch.ones(1, 2, 40, 16, dtype=torch.int32)),
@@ -223,20 +254,34 @@ def test_cpu_tensors_without_the_interpreter_are_refused(monkeypatch):
 # ---------------------------------------------------- compiling without a GPU
 
 COMPILE = """
-import sys, torch
+import json, re, sys, torch
 from course_pkg.kernels.flash_triton import compile_kernels
+
+def head_widened(ttir):
+    # the head's index (program id y) is made int64 before any arithmetic
+    head = re.search(r"(%\\w+) = tt.get_program_id y : i32", ttir).group(1)
+    uses = [line for line in ttir.splitlines()
+            if re.search(re.escape(head) + r"\\b", line)
+            and not line.strip().startswith(head + " =")]
+    return bool(uses) and all("arith.extsi" in u and "i32 to i64" in u for u in uses)
+
 for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
-    cubins = compile_kernels(int(sys.argv[1]), dtype, 16, 16, 16, True)
-    for name, cubin in cubins.items():
-        print(dtype, name, cubin[:4] == b"\\x7fELF", len(cubin))
+    for name, kernel in compile_kernels(int(sys.argv[1]), dtype, 16, 16, 16, True).items():
+        ttir = kernel.asm["ttir"]
+        print(json.dumps(dict(
+            dtype=str(dtype).removeprefix("torch."), kernel=name,
+            elf=kernel.asm["cubin"][:4] == b"\\x7fELF",
+            shared=kernel.metadata.shared,
+            f32=bool(re.search(r"\\bf32\\b", ttir)),
+            head64=head_widened(ttir),
+        )))
 """
 
 
 @pytest.mark.parametrize("capability", [80, 90])
 def test_kernels_compile_for_sm80_and_sm90_without_a_gpu(capability):
     # The smallest tiles the checks accept (d = 16, blocks of 16): where
-    # tl.dot's minimum sizes bite. Larger tiles compile too but take ~10 s
-    # per dtype here (measured: d = 64, blocks of 64, 30 s for float64).
+    # tl.dot's minimum sizes bite; the record below holds every other tile.
     environment = dict(os.environ)
     environment.pop("TRITON_INTERPRET", None)
     result = subprocess.run(
@@ -247,9 +292,81 @@ def test_kernels_compile_for_sm80_and_sm90_without_a_gpu(capability):
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    lines = result.stdout.split("\n")[:-1]
-    assert len(lines) == 4 * 3, result.stdout
-    assert all(line.split()[2] == "True" for line in lines), result.stdout
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(rows) == 4 * 3, result.stdout
+    recorded = {
+        (r["dtype"], r["kernel"]): r["shared"]
+        for r in RESOURCES
+        if (r["capability"], r["d"], r["block_q"], r["block_k"])
+        == (capability, 16, 16, 16)
+    }
+    for row in rows:
+        assert row["elf"], row
+        # float64 stays float64: no float32 scale or accumulator (on a GPU
+        # a float32 1/sqrt(d) put a float64 output 2.4e-8 off, H100)
+        assert row["dtype"] != "float64" or not row["f32"], row
+        # the head's offset (head * T * d) is int64: B * H * T * d may pass
+        # 2**31; within a head, T * d < 2**31 (checked at the door)
+        assert row["head64"], row
+        assert row["shared"] == recorded[row["dtype"], row["kernel"]], row
+
+
+# Shared memory per thread block: what an A100 (sm80) and an H100 (sm90)
+# let a kernel ask for (CUDA's sharedMemPerBlockOptin; the H100's read as
+# 232,448 by torch.cuda.get_device_properties on an H100 here).
+SHARED_LIMIT = {80: 166_912, 90: 232_448}
+RECORD = pathlib.Path(flash_triton.__file__).parent / "flash_resources.jsonl"
+RESOURCES = [json.loads(line) for line in RECORD.read_text().splitlines()]
+KERNELS = (
+    "flash_forward_kernel",
+    "flash_backward_dkdv_kernel",
+    "flash_backward_dq_kernel",
+)
+DTYPES = {
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float32": torch.float32,
+    "float64": torch.float64,
+}
+
+
+def test_every_accepted_tile_was_compiled_and_fits_the_gpu():
+    accepted = {
+        (capability, dtype, d, bq, bk, kernel)
+        for capability in SHARED_LIMIT
+        for dtype in DTYPES
+        for d in (16, 32, 64, 128)
+        for bq in flash_triton.BLOCKS
+        for bk in flash_triton.BLOCKS
+        for kernel in KERNELS
+        if flash_triton.tile_fits(DTYPES[dtype], d, bq, bk)
+    }
+    recorded = {
+        (r["capability"], r["dtype"], r["d"], r["block_q"], r["block_k"],
+         r["kernel"]): r
+        for r in RESOURCES
+    }  # fmt: skip
+    assert set(recorded) == accepted
+    too_large = [
+        key
+        for key, row in recorded.items()
+        if row["shared"] > SHARED_LIMIT[row["capability"]]
+    ]
+    assert not too_large, too_large
+
+
+def test_the_record_is_of_todays_kernels():
+    import triton
+
+    for row in RESOURCES:
+        kernel = getattr(flash_triton, row["kernel"])
+        assert (row["triton"], row["cache_key"]) == (
+            triton.__version__,
+            kernel.cache_key,
+        ), (
+            f"{RECORD.name} was compiled from other kernels or another "
+            "Triton: run .venv/bin/python bench/kernel_resources.py --record"
+        )
 
 
 NO_TRITON = """

@@ -88,7 +88,11 @@ def test_accuracy_by_position_draws_on_the_cpu_for_any_device(device):
     moved = accuracy_by_position(model.to(device), 12, seed=5)
     assert moved.shape == (10,) and moved.device.type == device.type
     if device.type != "meta":
-        assert torch.equal(moved.cpu(), on_cpu)
+        # The same sequences: the same counts of correct answers. A GPU
+        # takes the mean of the 1,000 0/1 values in another order, which
+        # may round the last bit (seen on an H100: equal to 4 decimals,
+        # not bit for bit); one flipped answer would move it by 1e-3.
+        assert (moved.cpu() - on_cpu).abs().max() < 1e-6
 
 
 def test_accuracy_by_position_seed_changes_the_sequences():

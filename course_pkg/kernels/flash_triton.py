@@ -25,7 +25,6 @@ device; d = d_v, a power of two in [16, 128]; valid_lens, causal as in
 
 from __future__ import annotations
 
-import math
 import os
 
 import torch
@@ -70,26 +69,37 @@ def _matmul(a, b, ACC: tl.constexpr):
 
 
 @triton.jit
+def _scale(D: tl.constexpr, ACC: tl.constexpr):
+    """1 / sqrt(d), computed in the accumulator's dtype (a Python float
+    argument would reach the kernel as float32, too coarse for float64)."""
+    return 1.0 / tl.sqrt(tl.full([1], D, ACC))
+
+
+@triton.jit
 def _tile_at(head, positions, length, D: tl.constexpr):
-    """Offsets (N, D) of the rows ``positions`` (N,) of head ``head`` in a
-    contiguous (B * H, length, D) tensor, and the (N, 1) mask of the rows
-    that exist (position < length)."""
+    """Offsets (N, D) of the rows ``positions`` (N,) of head ``head`` (an
+    int64, so that B * H * T * d may pass 2**31) in a contiguous
+    (B * H, length, D) tensor, and the (N, 1) mask of the rows that exist
+    (position < length)."""
     dims = tl.arange(0, D)
     at = head * length * D + positions[:, None] * D + dims[None, :]
     return at, (positions < length)[:, None]
 
 
 @triton.jit
-def _key_end(block, num_queries, num_keys, BLOCK_Q: tl.constexpr,
-             CAUSAL: tl.constexpr):  # fmt: skip
-    """Where query block ``block``'s loop over keys stops: at num_keys, or,
-    causal, after the last key that its last query sees."""
+def _key_range(block, num_queries, num_keys, BLOCK_Q: tl.constexpr,
+               BLOCK_K: tl.constexpr, CAUSAL: tl.constexpr):  # fmt: skip
+    """The keys query block ``block`` reads: (masked_from, end). Tiles before
+    masked_from are seen whole by every query of the block; causal, the
+    tiles from masked_from to end cross the diagonal and pay for the mask,
+    and the loop stops at end, after the last key its last query sees."""
     end = num_keys
+    masked_from = num_keys
     if CAUSAL:
-        end = tl.minimum(
-            num_keys, (block + 1) * BLOCK_Q + num_keys - num_queries
-        )
-    return end
+        shift = num_keys - num_queries  # query i sees keys j <= i + shift
+        end = tl.minimum(num_keys, (block + 1) * BLOCK_Q + shift)
+        masked_from = (block * BLOCK_Q + shift + 1) // BLOCK_K * BLOCK_K
+    return masked_from, end
 
 
 @triton.jit
@@ -101,7 +111,7 @@ def _key_tile(
     """The key tile from key ``start`` on, for the query tile q at ``rows``:
     its keys and values (BLOCK_K, D), zeros past num_keys, and the scores
     q k^T * scale (BLOCK_Q, BLOCK_K), -inf where a query may not see a key
-    (so that their exp() is 0)."""
+    (so that their exp() is 0); CAUSAL: apply the causal mask here."""
     cols = start + tl.arange(0, BLOCK_K)
     kv_at, kv_real = _tile_at(head, cols, num_keys, D)
     k = tl.load(K + kv_at, mask=kv_real, other=0.0)
@@ -112,12 +122,25 @@ def _key_tile(
 
 
 @triton.jit
+def _online_softmax_step(scores, v, row_max, row_sum, acc, ACC: tl.constexpr):
+    """Fold one tile of scores (BLOCK_Q, BLOCK_K) and its values into the
+    running max, sum and output (FlashAttention-2: rescale, then add)."""
+    new_max = tl.maximum(row_max, tl.max(scores, 1))
+    shift = tl.where(new_max == float("-inf"), 0.0, new_max)
+    weights = tl.exp(scores - shift[:, None])
+    rescale = tl.exp(row_max - shift)
+    row_sum = row_sum * rescale + tl.sum(weights, 1)
+    acc = acc * rescale[:, None] + _matmul(weights.to(v.dtype), v, ACC)
+    return new_max, row_sum, acc
+
+
+@triton.jit
 def flash_forward_kernel(
-    Q, K, V, OUT, LSE, LENS, num_queries, num_keys, scale,
+    Q, K, V, OUT, LSE, LENS, num_queries, num_keys,
     D: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr,
     CAUSAL: tl.constexpr, ACC: tl.constexpr,
 ):  # fmt: skip
-    block, head = tl.program_id(0), tl.program_id(1)
+    block, head = tl.program_id(0), tl.program_id(1).to(tl.int64)
     rows = block * BLOCK_Q + tl.arange(0, BLOCK_Q)
     in_range = rows < num_queries
     q_at, q_real = _tile_at(head, rows, num_queries, D)
@@ -126,20 +149,26 @@ def flash_forward_kernel(
     row_max = tl.full([BLOCK_Q], float("-inf"), ACC)
     row_sum = tl.zeros([BLOCK_Q], ACC)
     acc = tl.zeros([BLOCK_Q, D], ACC)
-    end = _key_end(block, num_queries, num_keys, BLOCK_Q, CAUSAL)
-    for start in range(0, end, BLOCK_K):
+    scale = _scale(D, ACC)
+    masked_from, end = _key_range(
+        block, num_queries, num_keys, BLOCK_Q, BLOCK_K, CAUSAL
+    )
+    for start in range(0, masked_from, BLOCK_K):  # whole tiles: no causal mask
+        k, v, scores = _key_tile(
+            K, V, head, start, q, rows, lens, num_queries, num_keys, scale,
+            D, BLOCK_K, False, ACC,
+        )  # fmt: skip
+        row_max, row_sum, acc = _online_softmax_step(
+            scores, v, row_max, row_sum, acc, ACC
+        )
+    for start in range(masked_from, end, BLOCK_K):  # across the diagonal
         k, v, scores = _key_tile(
             K, V, head, start, q, rows, lens, num_queries, num_keys, scale,
             D, BLOCK_K, CAUSAL, ACC,
         )  # fmt: skip
-        new_max = tl.maximum(row_max, tl.max(scores, 1))
-        shift = tl.where(new_max == float("-inf"), 0.0, new_max)
-        weights = tl.exp(scores - shift[:, None])
-        rescale = tl.exp(row_max - shift)
-        row_sum = row_sum * rescale + tl.sum(weights, 1)
-        acc = acc * rescale[:, None]
-        acc += _matmul(weights.to(v.dtype), v, ACC)
-        row_max = new_max
+        row_max, row_sum, acc = _online_softmax_step(
+            scores, v, row_max, row_sum, acc, ACC
+        )
     empty = row_sum == 0.0
     safe_sum = tl.where(empty, 1.0, row_sum)
     out = acc / safe_sum[:, None]
@@ -165,67 +194,137 @@ def _query_tile(Q, DO, LSE, DELTA, LENS, head, rows, num_queries,
 
 
 @triton.jit
+def _dkdv_step(
+    Q, DO, LSE, DELTA, LENS, head, start, k, v, cols, grad_k, grad_v,
+    num_queries, num_keys, scale, D: tl.constexpr, BLOCK_Q: tl.constexpr,
+    CAUSAL: tl.constexpr, ACC: tl.constexpr,
+):  # fmt: skip
+    """Add one query tile's share to dK and dV (BLOCK_K, D) of a key tile."""
+    rows = start + tl.arange(0, BLOCK_Q)
+    q, grad_out, lse, delta, lens = _query_tile(
+        Q, DO, LSE, DELTA, LENS, head, rows, num_queries, D
+    )
+    scores = _matmul(q, tl.trans(k), ACC) * scale
+    seen = _visible(rows, cols, lens, num_queries, num_keys, CAUSAL)
+    probs = tl.where(seen, tl.exp(scores - lse[:, None]), 0.0)
+    grad_v += _matmul(tl.trans(probs.to(v.dtype)), grad_out, ACC)
+    grad_probs = _matmul(grad_out, tl.trans(v), ACC)
+    grad_scores = (probs * (grad_probs - delta[:, None])).to(q.dtype)
+    grad_k += _matmul(tl.trans(grad_scores), q, ACC)
+    return grad_k, grad_v
+
+
+@triton.jit
 def flash_backward_dkdv_kernel(
-    Q, K, V, DO, LSE, DELTA, DK, DV, LENS, num_queries, num_keys, scale,
+    Q, K, V, DO, LSE, DELTA, DK, DV, LENS, num_queries, num_keys,
     D: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr,
     CAUSAL: tl.constexpr, ACC: tl.constexpr,
 ):  # fmt: skip
-    block, head = tl.program_id(0), tl.program_id(1)
+    block, head = tl.program_id(0), tl.program_id(1).to(tl.int64)
     cols = block * BLOCK_K + tl.arange(0, BLOCK_K)
     kv_at, kv_real = _tile_at(head, cols, num_keys, D)
     k = tl.load(K + kv_at, mask=kv_real, other=0.0)
     v = tl.load(V + kv_at, mask=kv_real, other=0.0)
     grad_k = tl.zeros([BLOCK_K, D], ACC)
     grad_v = tl.zeros([BLOCK_K, D], ACC)
-    begin = 0  # causal: the first query block that sees this key block
+    scale = _scale(D, ACC)
+    # Causal: query blocks before `begin` see none of these keys; those from
+    # `begin` to `whole_from` cross the diagonal; later ones see them whole.
+    begin, whole_from = 0, 0
     if CAUSAL:
-        first_row = tl.maximum(block * BLOCK_K - (num_keys - num_queries), 0)
-        begin = first_row // BLOCK_Q * BLOCK_Q
-    for start in range(begin, num_queries, BLOCK_Q):
-        rows = start + tl.arange(0, BLOCK_Q)
-        q, grad_out, lse, delta, lens = _query_tile(
-            Q, DO, LSE, DELTA, LENS, head, rows, num_queries, D
+        shift = num_keys - num_queries
+        begin = tl.maximum(block * BLOCK_K - shift, 0) // BLOCK_Q * BLOCK_Q
+        first_whole = tl.maximum((block + 1) * BLOCK_K - shift, 0)
+        whole_from = tl.minimum(
+            (first_whole + BLOCK_Q - 1) // BLOCK_Q * BLOCK_Q, num_queries
         )
-        scores = _matmul(q, tl.trans(k), ACC) * scale
-        seen = _visible(rows, cols, lens, num_queries, num_keys, CAUSAL)
-        probs = tl.where(seen, tl.exp(scores - lse[:, None]), 0.0)
-        grad_v += _matmul(tl.trans(probs.to(v.dtype)), grad_out, ACC)
-        grad_probs = _matmul(grad_out, tl.trans(v), ACC)
-        grad_scores = (probs * (grad_probs - delta[:, None])).to(q.dtype)
-        grad_k += _matmul(tl.trans(grad_scores), q, ACC)
+    for start in range(begin, whole_from, BLOCK_Q):  # across the diagonal
+        grad_k, grad_v = _dkdv_step(
+            Q, DO, LSE, DELTA, LENS, head, start, k, v, cols, grad_k, grad_v,
+            num_queries, num_keys, scale, D, BLOCK_Q, CAUSAL, ACC,
+        )  # fmt: skip
+    for start in range(whole_from, num_queries, BLOCK_Q):  # no causal mask
+        grad_k, grad_v = _dkdv_step(
+            Q, DO, LSE, DELTA, LENS, head, start, k, v, cols, grad_k, grad_v,
+            num_queries, num_keys, scale, D, BLOCK_Q, False, ACC,
+        )  # fmt: skip
     grad_k = grad_k * scale
     tl.store(DK + kv_at, grad_k.to(DK.dtype.element_ty), mask=kv_real)
     tl.store(DV + kv_at, grad_v.to(DV.dtype.element_ty), mask=kv_real)
 
 
 @triton.jit
+def _dq_step(
+    K, V, head, start, q, rows, lens, grad_out, lse, delta, grad_q,
+    num_queries, num_keys, scale, D: tl.constexpr, BLOCK_K: tl.constexpr,
+    CAUSAL: tl.constexpr, ACC: tl.constexpr,
+):  # fmt: skip
+    """Add one key tile's share to dQ (BLOCK_Q, D) of a query tile."""
+    k, v, scores = _key_tile(
+        K, V, head, start, q, rows, lens, num_queries, num_keys, scale,
+        D, BLOCK_K, CAUSAL, ACC,
+    )  # fmt: skip
+    probs = tl.exp(scores - lse[:, None])  # 0 where hidden: -inf scores
+    grad_probs = _matmul(grad_out, tl.trans(v), ACC)
+    grad_scores = (probs * (grad_probs - delta[:, None])).to(k.dtype)
+    return grad_q + _matmul(grad_scores, k, ACC)
+
+
+@triton.jit
 def flash_backward_dq_kernel(
-    Q, K, V, DO, LSE, DELTA, DQ, LENS, num_queries, num_keys, scale,
+    Q, K, V, DO, LSE, DELTA, DQ, LENS, num_queries, num_keys,
     D: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr,
     CAUSAL: tl.constexpr, ACC: tl.constexpr,
 ):  # fmt: skip
-    block, head = tl.program_id(0), tl.program_id(1)
+    block, head = tl.program_id(0), tl.program_id(1).to(tl.int64)
     rows = block * BLOCK_Q + tl.arange(0, BLOCK_Q)
     q, grad_out, lse, delta, lens = _query_tile(
         Q, DO, LSE, DELTA, LENS, head, rows, num_queries, D
     )
     grad_q = tl.zeros([BLOCK_Q, D], ACC)
-    end = _key_end(block, num_queries, num_keys, BLOCK_Q, CAUSAL)
-    for start in range(0, end, BLOCK_K):
-        k, v, scores = _key_tile(
-            K, V, head, start, q, rows, lens, num_queries, num_keys, scale,
-            D, BLOCK_K, CAUSAL, ACC,
+    scale = _scale(D, ACC)
+    masked_from, end = _key_range(
+        block, num_queries, num_keys, BLOCK_Q, BLOCK_K, CAUSAL
+    )
+    for start in range(0, masked_from, BLOCK_K):  # whole tiles
+        grad_q = _dq_step(
+            K, V, head, start, q, rows, lens, grad_out, lse, delta, grad_q,
+            num_queries, num_keys, scale, D, BLOCK_K, False, ACC,
         )  # fmt: skip
-        probs = tl.exp(scores - lse[:, None])  # 0 where hidden: -inf scores
-        grad_probs = _matmul(grad_out, tl.trans(v), ACC)
-        grad_scores = (probs * (grad_probs - delta[:, None])).to(k.dtype)
-        grad_q += _matmul(grad_scores, k, ACC)
+    for start in range(masked_from, end, BLOCK_K):  # across the diagonal
+        grad_q = _dq_step(
+            K, V, head, start, q, rows, lens, grad_out, lse, delta, grad_q,
+            num_queries, num_keys, scale, D, BLOCK_K, CAUSAL, ACC,
+        )  # fmt: skip
     grad_q = grad_q * scale
     q_at, q_real = _tile_at(head, rows, num_queries, D)
     tl.store(DQ + q_at, grad_q.to(DQ.dtype.element_ty), mask=q_real)
 
 
 # ---------------------------------------------------------- launching them
+
+
+# Tiles the kernels take: block_q, block_k in BLOCKS, and the tile of keys
+# or values (block x d elements) times the other block within TILE_BYTES.
+# bench/kernel_resources.py compiles every such tile for sm80 and sm90 and
+# records the shared memory each kernel asks for; tests/test_flash_triton.py
+# holds that record within the A100's and the H100's limits. (Larger tiles
+# did not fit: float32, d = 128, 64 x 64 asks 180,480 bytes on sm80, where an
+# A100 has 166,912.)
+BLOCKS = (16, 32, 64)
+TILE_BYTES = 2**20
+
+
+def tile_fits(dtype: torch.dtype, d: int, block_q: int, block_k: int) -> bool:
+    """Whether the kernels take tiles block_q x block_k of width d in dtype:
+    both blocks in :data:`BLOCKS` and block_q * block_k * d * the element
+    size at most :data:`TILE_BYTES`."""
+    size = torch.empty((), dtype=dtype).element_size()
+    return (
+        block_q in BLOCKS
+        and block_k in BLOCKS
+        and block_q * block_k * d * size <= TILE_BYTES
+    )
 
 
 def check_kernel_inputs(
@@ -241,10 +340,10 @@ def check_kernel_inputs(
 
     On top of :func:`course_pkg.flash.check_flash_inputs`: contiguous
     tensors; d = d_v a power of two in [16, 128] (``tl.arange`` needs a
-    power of two, ``tl.dot`` at least 16); block_q and block_k powers of
-    two in [16, 128]; a CUDA device, or the CPU under the interpreter;
-    float16, bfloat16, float32 or float64, and no bfloat16 in the
-    interpreter.
+    power of two, ``tl.dot`` at least 16); T * d below 2**31 (offsets within
+    a head are int32); tiles that fit the GPU (:func:`tile_fits`); a CUDA
+    device, or the CPU under the interpreter; float16, bfloat16, float32 or
+    float64, and no bfloat16 in the interpreter.
 
     Raises:
         TypeError: on a dtype the kernels do not take, non-int blocks.
@@ -276,15 +375,24 @@ def check_kernel_inputs(
             "the kernels need d = d_v, a power of two in [16, 128], got "
             f"d={width}, d_v={values.shape[3]}"
         )
+    longest = max(queries.shape[2], keys.shape[2])
+    if longest * width >= 2**31:
+        raise ValueError(
+            f"the kernels need T * d < 2**31 (int32 offsets within a head), "
+            f"got T={longest}, d={width}"
+        )
     for name, size in (("block_q", block_q), ("block_k", block_k)):
         if not isinstance(size, int) or isinstance(size, bool):
             raise TypeError(
                 f"{name} must be an int, got {type(size).__name__}"
             )
-        if not _power_of_two(size, 16, 128):
-            raise ValueError(
-                f"{name} must be a power of two in [16, 128], got {size}"
-            )
+    if not tile_fits(queries.dtype, width, block_q, block_k):
+        raise ValueError(
+            f"block_q and block_k must be in {BLOCKS} with block_q * block_k "
+            f"* d * element size <= {TILE_BYTES} bytes (tiles that fit an "
+            f"A100's and an H100's shared memory), got {block_q} x {block_k} "
+            f"at d={width} in {queries.dtype}"
+        )
     device = queries.device
     if device.type != "cuda" and not (device.type == "cpu" and INTERPRETED):
         raise ValueError(
@@ -300,14 +408,17 @@ def _power_of_two(size: int, low: int, high: int) -> bool:
 def _launch_setup(
     queries: torch.Tensor, keys: torch.Tensor, valid_lens: torch.Tensor | None
 ):
-    """Scale, accumulator dtype and (B * H, Q) int32 lengths for a launch."""
-    B, H, num_queries, width = queries.shape
-    lens = torch.full((B, num_queries), keys.shape[2], dtype=torch.int32)
-    if valid_lens is not None:
-        lens = valid_lens.reshape(B, -1).expand(B, num_queries).to(torch.int32)
-    lens = lens.to(queries.device)[:, None].expand(B, H, num_queries)
+    """Accumulator dtype and (B * H, Q) int32 lengths for a launch, made
+    on the inputs' device."""
+    B, H, num_queries, _ = queries.shape
+    device = queries.device
+    if valid_lens is None:
+        lens = torch.full((B, num_queries), keys.shape[2], device=device)
+    else:
+        lens = valid_lens.to(device).reshape(B, -1).expand(B, num_queries)
+    lens = lens.to(torch.int32)[:, None].expand(B, H, num_queries)
     acc = tl.float64 if queries.dtype == torch.float64 else tl.float32
-    return 1.0 / math.sqrt(width), acc, lens.contiguous()
+    return acc, lens.contiguous()
 
 
 def triton_flash_forward(
@@ -325,7 +436,7 @@ def triton_flash_forward(
         queries, keys, values, valid_lens, causal, block_q, block_k
     )
     B, H, num_queries, width = queries.shape
-    scale, acc, lens = _launch_setup(queries, keys, valid_lens)
+    acc, lens = _launch_setup(queries, keys, valid_lens)
     output = torch.empty_like(queries)
     lse_dtype = torch.float64 if acc == tl.float64 else torch.float32
     lse = torch.empty(
@@ -334,7 +445,7 @@ def triton_flash_forward(
     grid = (triton.cdiv(num_queries, block_q), B * H)
     flash_forward_kernel[grid](
         queries, keys, values, output, lse, lens, num_queries, keys.shape[2],
-        scale, D=width, BLOCK_Q=block_q, BLOCK_K=block_k, CAUSAL=causal, ACC=acc,
+        D=width, BLOCK_Q=block_q, BLOCK_K=block_k, CAUSAL=causal, ACC=acc,
     )  # fmt: skip
     return output, lse
 
@@ -359,7 +470,7 @@ def triton_flash_backward(
     grad_output = grad_output.contiguous()
     B, H, num_queries, width = queries.shape
     num_keys = keys.shape[2]
-    scale, acc, lens = _launch_setup(queries, keys, valid_lens)
+    acc, lens = _launch_setup(queries, keys, valid_lens)
     delta = (grad_output.to(lse.dtype) * output.to(lse.dtype)).sum(-1)
     grad_q = torch.empty_like(queries)
     grad_k, grad_v = torch.empty_like(keys), torch.empty_like(values)
@@ -368,11 +479,11 @@ def triton_flash_backward(
     )
     flash_backward_dkdv_kernel[(triton.cdiv(num_keys, block_k), B * H)](
         queries, keys, values, grad_output, lse, delta, grad_k, grad_v, lens,
-        num_queries, num_keys, scale, **sizes,
+        num_queries, num_keys, **sizes,
     )  # fmt: skip
     flash_backward_dq_kernel[(triton.cdiv(num_queries, block_q), B * H)](
         queries, keys, values, grad_output, lse, delta, grad_q, lens,
-        num_queries, num_keys, scale, **sizes,
+        num_queries, num_keys, **sizes,
     )  # fmt: skip
     return grad_q, grad_k, grad_v
 
@@ -418,19 +529,21 @@ def compile_kernels(
     block_q: int = 64,
     block_k: int = 64,
     causal: bool = True,
-) -> dict[str, bytes]:
+) -> dict:
     """Compile the three kernels for a CUDA architecture, no GPU needed.
 
     Runs Triton's whole pipeline (its IR, LLVM, PTX, then the bundled
     ``ptxas`` to a cubin), which is where a GPU would first fail on an
-    operation the hardware cannot do.
+    operation the hardware cannot do; the compiled kernel's ``metadata``
+    says what it asks of the GPU (``shared``: bytes of shared memory).
 
     Args:
         capability: e.g. 80 (A100) or 90 (H100).
         dtype: float16, bfloat16, float32 or float64.
         head_width, block_q, block_k, causal: the constants compiled in.
     Returns:
-        {kernel name: its cubin, the GPU binary (an ELF file)}.
+        {kernel name: Triton's compiled kernel}: ``.asm["cubin"]`` the GPU
+        binary (an ELF file), ``.asm["ttir"]`` Triton's IR, ``.metadata``.
     Raises:
         RuntimeError: under TRITON_INTERPRET=1 (nothing is compiled there).
     """
@@ -445,7 +558,7 @@ def compile_kernels(
     constants = dict(
         D=head_width, BLOCK_Q=block_q, BLOCK_K=block_k, CAUSAL=causal, ACC=acc
     )
-    scalars = {"num_queries": "i32", "num_keys": "i32", "scale": "fp32"}
+    scalars = {"num_queries": "i32", "num_keys": "i32"}
     pointers = {
         flash_forward_kernel: "Q K V OUT".split() + ["LSE:s", "LENS:i"],
         flash_backward_dkdv_kernel: "Q K V DO".split()
@@ -453,7 +566,7 @@ def compile_kernels(
         flash_backward_dq_kernel: "Q K V DO".split()
         + ["LSE:s", "DELTA:s", "DQ", "LENS:i"],
     }
-    cubins = {}
+    compiled = {}
     for kernel, names in pointers.items():
         signature = {}
         for name in names:
@@ -464,8 +577,7 @@ def compile_kernels(
         source = triton.compiler.ASTSource(
             kernel, signature, constexprs=constants
         )
-        compiled = triton.compile(
+        compiled[kernel.__name__] = triton.compile(
             source, target=GPUTarget("cuda", capability, 32)
         )
-        cubins[kernel.__name__] = compiled.asm["cubin"]
-    return cubins
+    return compiled
