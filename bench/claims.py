@@ -163,13 +163,21 @@ def run_in_subprocess(chapter: str, seed: int, path: str) -> Run:
         "PYTHONHASHSEED": "0",
     }
     start = time.perf_counter()
-    result = subprocess.run(
-        [sys.executable, __file__, "--worker", chapter, str(seed)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    for attempt in range(3):
+        result = subprocess.run(
+            [sys.executable, __file__, "--worker", chapter, str(seed)],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        # Kernels started at the same moment may pick the same free port;
+        # that failure happens before the notebook runs: start it again.
+        if result.returncode == 0 or "Address already in use" not in (
+            result.stderr
+        ):
+            break
+        start = time.perf_counter()
+    result.check_returncode()
     record = json.loads(result.stdout.strip().splitlines()[-1])
     return Run(
         seed,
