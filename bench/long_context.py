@@ -17,8 +17,9 @@ belong in that record; after a change to the code it uses, re-run::
 
     .venv/bin/python bench/long_context.py --threads 1 --record
 
-(10 seeds x 6 schemes: 730 s on one thread of the 2-core machine the
-course is written on, idle; longer while other jobs share it.)
+(10 seeds x 6 schemes: under 2 minutes on one thread of the machine that
+wrote the record, 12 minutes on an older one; the record holds the
+minutes of its run.)
 """
 
 from __future__ import annotations
