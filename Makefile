@@ -127,8 +127,7 @@ claims: install
 # Run chapters in place, as the book stores them (outputs, timings): CHAPTERS="bahdanau gpt".
 execute: install
 	cd book && for chapter in $(CHAPTERS); do \
-	    ../$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
-	        --ExecutePreprocessor.timeout=1800 $$chapter.ipynb || exit 1; \
+	    ../$(BIN)/jupyter execute --inplace --timeout=1800 $$chapter.ipynb || exit 1; \
 	done
 
 # Not part of make test: the chapter "Pretraining on real text"'s longer run. A GPT-2-exact model
