@@ -34,9 +34,11 @@ Usage:
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import math
 import os
+import time
 from collections.abc import Callable
 
 import torch
@@ -200,7 +202,16 @@ def main() -> None:
         default=[],
         help="paths not to time (e.g. ours-pytorch at large T: a Python loop)",
     )
+    options.add_argument(
+        "--record",
+        metavar="NAME",
+        help="also write the timings as the bench record NAME "
+        "(course_pkg/experiments/records/bench/NAME.jsonl) or, with "
+        "--record-to, into that folder",
+    )
+    options.add_argument("--record-to", help=argparse.SUPPRESS)
     args = options.parse_args()
+    start = time.perf_counter()
     device = device_of(args)
     dtype = DTYPES[
         args.dtype or ("bfloat16" if device.type == "cuda" else "float32")
@@ -249,6 +260,32 @@ def main() -> None:
                     f"{mode}: ours-triton / sdpa-flash at T=4096: {ratio:.2f} "
                     f"(target <= {target}) -> {met}"
                 )
+    if args.record:
+        from course_pkg.experiments import bench_records
+
+        setting = dict(
+            device=describe_device(device), dtype=str(dtype).split(".")[-1],
+            batch=args.batch, heads=args.heads, d=args.width,
+            block=args.block, causal=args.causal, repeats=args.repeats,
+        )  # fmt: skip
+        rows = [
+            {**setting, "T": steps, "mode": mode, "path": name,
+             "ms": 1e3 * seconds, "peak_mib": peak / 2**20}
+            for steps, row in results.items()
+            for mode, paths in row.items()
+            for name, (seconds, peak) in paths.items()
+        ]  # fmt: skip
+        path = bench_records.write(
+            args.record,
+            __file__,
+            rows,
+            (time.perf_counter() - start) / 60,
+            **({"folder": args.record_to} if args.record_to else {}),
+            # a GPU's record: stamped with the kernels it timed, which a
+            # machine without a GPU can check (bench_records' docstring)
+            stamp="kernels" if device.type == "cuda" else "code",
+        )
+        print(f"{len(rows)} rows written to {path}")
 
 
 if __name__ == "__main__":

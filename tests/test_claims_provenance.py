@@ -31,7 +31,11 @@ import shutil
 
 import pytest
 
-from course_pkg.experiments.bench_records import BENCH_RECORDS, read
+from course_pkg.experiments.bench_records import (
+    BENCH_RECORDS,
+    read,
+    stamp_of,
+)
 from course_pkg.experiments.claims import RECORDS, Run, chapter_claims
 from course_pkg.experiments.provenance import fingerprint, notebook_code
 from tests.toc_notebooks import toc_notebooks
@@ -123,7 +127,7 @@ def bench_problems(
     script = ROOT / record.script
     if not script.exists():
         return [f"{name}: {record.script}, which wrote it, is gone"]
-    now = fingerprint(script.read_text(), list(record.modules))
+    now = stamp_of(record.stamp, script.read_text(), list(record.modules))
     if now != record.fingerprint:
         return [
             f"{name}: the code changed since {record.script} wrote this "

@@ -9,6 +9,12 @@ results, each with the fingerprint of the code that ran (the script, the
 machine and the minutes it took. The chapter reads the rows with
 :func:`read` and glues what it quotes; ``tests/test_claims_provenance.py``
 checks that every record still matches today's code.
+
+A record measured on a GPU cannot be made again where the tests run, and its
+PyTorch is the GPU machine's: it is stamped with ``kernels``, the digest of
+the script and of the Triton kernels it times
+(:func:`course_pkg.kernels.flash_triton.kernels_digest`), which says whether
+the kernels it measured are still today's wherever their module lives.
 """
 
 from __future__ import annotations
@@ -37,6 +43,9 @@ class BenchRecord:
         fingerprint, modules, machine: the provenance, the same for all
             rows.
         minutes: the wall time of the whole run.
+        stamp: what the fingerprint covers: ``"code"`` (the script, the
+            modules, torch) or ``"kernels"`` (the script and the Triton
+            kernels).
     """
 
     script: str
@@ -45,6 +54,24 @@ class BenchRecord:
     modules: tuple[str, ...]
     machine: str
     minutes: float
+    stamp: str = "code"
+
+
+def stamp_of(stamp: str, source: str, modules: list[str]) -> str:
+    """The fingerprint of a script's run: ``"code"``, its source with the
+    modules it imported and torch's version; ``"kernels"``, its source with
+    the digest of the Triton kernels."""
+    if stamp == "code":
+        return fingerprint(source, modules)
+    if stamp == "kernels":
+        import hashlib
+
+        from course_pkg.experiments.provenance import code_digest
+        from course_pkg.kernels.flash_triton import kernels_digest
+
+        both = f"{code_digest(source)} {kernels_digest()}"
+        return hashlib.sha256(both.encode()).hexdigest()
+    raise ValueError(f"stamp must be 'code' or 'kernels', got {stamp!r}")
 
 
 def write(
@@ -53,6 +80,7 @@ def write(
     rows: list[dict],
     minutes: float,
     folder: str | Path = BENCH_RECORDS,
+    stamp: str = "code",
 ) -> Path:
     """Write a script's rows as record ``name``, stamped with the code that ran.
 
@@ -65,6 +93,7 @@ def write(
         rows: one dict of JSON values a row.
         minutes: the wall time of the run.
         folder: where records go (default: the package's).
+        stamp: what the fingerprint covers (:func:`stamp_of`).
     Returns:
         the path written.
     """
@@ -76,9 +105,10 @@ def write(
         else script.name
     )
     modules = loaded_modules()
-    stamp = {
+    provenance = {
         "script": shown,
-        "fingerprint": fingerprint(script.read_text(), modules),
+        "fingerprint": stamp_of(stamp, script.read_text(), modules),
+        "stamp": stamp,
         "modules": modules,
         "machine": machine(),
         "minutes": round(minutes, 2),
@@ -86,7 +116,7 @@ def write(
     path = Path(folder) / f"{name}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
-        "".join(json.dumps({**stamp, "row": row}) + "\n" for row in rows)
+        "".join(json.dumps({**provenance, "row": row}) + "\n" for row in rows)
     )
     return path
 
@@ -107,12 +137,12 @@ def read(name: str, folder: str | Path = BENCH_RECORDS) -> BenchRecord:
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     stamps = {
         (r["script"], r["fingerprint"], tuple(r["modules"]), r["machine"],
-         r["minutes"])
+         r["minutes"], r.get("stamp", "code"))
         for r in lines
     }  # fmt: skip
     if len(stamps) != 1:
         raise ValueError(f"{path} mixes rows of different runs")
-    ((script, stamp, modules, where, minutes),) = stamps
+    ((script, stamp, modules, where, minutes, kind),) = stamps
     return BenchRecord(
-        script, [r["row"] for r in lines], stamp, modules, where, minutes
+        script, [r["row"] for r in lines], stamp, modules, where, minutes, kind
     )
