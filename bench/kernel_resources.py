@@ -12,9 +12,9 @@ one that :func:`course_pkg.kernels.flash_triton.check_kernel_inputs` accepts
 code).
 
 With ``--record`` the rows go to ``course_pkg/kernels/flash_resources.jsonl``,
-each with Triton's version and the kernel's ``cache_key`` (Triton's hash of
-its source and of every function it calls), which ``tests/test_flash_triton.py``
-holds against the kernels of today: every accepted configuration in the
+each with Triton's version and the digest of the kernels' syntax trees
+(:func:`course_pkg.experiments.provenance.jit_digest`), which
+``tests/test_flash_triton.py`` holds against the kernels of today: every accepted configuration in the
 record, within the device's limit, from today's kernels. The compiles are
 slow on a CPU (seconds to a minute each, 834 in all: several CPU-hours):
 finished ones are kept in ``_build/kernel_resources.jsonl``, so an
@@ -35,6 +35,7 @@ import time
 
 import torch
 
+from course_pkg.experiments.provenance import jit_digest
 from course_pkg.kernels import flash_triton
 from course_pkg.kernels.flash_triton import BLOCKS, compile_kernels, tile_fits
 
@@ -66,15 +67,12 @@ def main() -> None:
     import triton
 
     start = time.perf_counter()
+    today = (triton.__version__, jit_digest(flash_triton))
     done = {}
     if CACHE.exists():
         for line in CACHE.read_text().splitlines():
             row = json.loads(line)
-            kernel = getattr(flash_triton, row["kernel"])
-            if (row["triton"], row["cache_key"]) == (
-                triton.__version__,
-                kernel.cache_key,
-            ):
+            if (row["triton"], row.get("kernels_digest")) == today:
                 key = (row["capability"], row["dtype"], row["d"],
                        row["block_q"], row["block_k"])  # fmt: skip
                 done.setdefault(key, []).append(row)
@@ -105,7 +103,7 @@ def main() -> None:
                     "num_warps": kernel.metadata.num_warps,
                     "num_stages": kernel.metadata.num_stages,
                     "triton": triton.__version__,
-                    "cache_key": getattr(flash_triton, name).cache_key,
+                    "kernels_digest": today[1],
                 }  # fmt: skip
                 for name, kernel in compiled.items()
             ]

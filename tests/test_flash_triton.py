@@ -18,7 +18,8 @@ the same parity tests run compiled, marked ``cuda``.
 - the record of every tile the checks accept, compiled for sm80 and sm90
   (``course_pkg/kernels/flash_resources.jsonl``, written by
   ``bench/kernel_resources.py``): complete, within the A100's and the
-  H100's shared memory, and from today's kernels;
+  H100's shared memory, and from today's kernels (the digest of their
+  syntax trees, course_pkg.experiments.provenance.jit_digest);
 - bad input refused before launch;
 - without triton the package still imports and says why.
 """
@@ -358,12 +359,11 @@ def test_every_accepted_tile_was_compiled_and_fits_the_gpu():
 def test_the_record_is_of_todays_kernels():
     import triton
 
+    from course_pkg.experiments.provenance import jit_digest
+
+    today = (triton.__version__, jit_digest(flash_triton))
     for row in RESOURCES:
-        kernel = getattr(flash_triton, row["kernel"])
-        assert (row["triton"], row["cache_key"]) == (
-            triton.__version__,
-            kernel.cache_key,
-        ), (
+        assert (row["triton"], row["kernels_digest"]) == today, (
             f"{RECORD.name} was compiled from other kernels or another "
             "Triton: run .venv/bin/python bench/kernel_resources.py --record"
         )

@@ -13,7 +13,7 @@ checks that every record still matches today's code.
 A record measured on a GPU cannot be made again where the tests run, and its
 PyTorch is the GPU machine's: it is stamped with ``kernels``, the digest of
 the script and of the Triton kernels it times
-(:func:`course_pkg.kernels.flash_triton.kernels_digest`), which says whether
+(:func:`course_pkg.experiments.provenance.jit_digest`), which says whether
 the kernels it measured are still today's wherever their module lives.
 """
 
@@ -66,10 +66,10 @@ def stamp_of(stamp: str, source: str, modules: list[str]) -> str:
     if stamp == "kernels":
         import hashlib
 
-        from course_pkg.experiments.provenance import code_digest
-        from course_pkg.kernels.flash_triton import kernels_digest
+        from course_pkg.experiments.provenance import code_digest, jit_digest
+        from course_pkg.kernels import flash_triton
 
-        both = f"{code_digest(source)} {kernels_digest()}"
+        both = f"{code_digest(source)} {jit_digest(flash_triton)}"
         return hashlib.sha256(both.encode()).hexdigest()
     raise ValueError(f"stamp must be 'code' or 'kernels', got {stamp!r}")
 

@@ -108,6 +108,27 @@ def fingerprint(source: str, modules: list[str]) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
+def jit_digest(module: object) -> str:
+    """SHA-256 of what a module's Triton kernels do: the syntax tree of
+    every ``@triton.jit`` function in it, docstrings and comments left out.
+
+    It names the kernels of a measurement made elsewhere (a GPU's timings,
+    the compiled tiles' shared memory), whatever the Triton version and
+    wherever the module lives, so that a record can be held against the
+    kernels of today.
+    """
+    import inspect
+
+    import triton
+
+    parts = sorted(
+        f"{name} {code_digest(inspect.getsource(value.fn))}"
+        for name, value in vars(module).items()
+        if isinstance(value, triton.runtime.JITFunction)
+    )
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
 def machine() -> str:
     """The CPU, PyTorch's CPU path and version: where a run's digits come from."""
     import platform

@@ -522,28 +522,6 @@ def triton_flash_attention(
 # ------------------------------------------------- compiling without a GPU
 
 
-def kernels_digest() -> str:
-    """SHA-256 of what the kernels of this module do: the syntax tree of
-    every ``@triton.jit`` function, docstrings and comments left out.
-
-    It names the kernels of a measurement made elsewhere (a GPU's timings,
-    the compiled tiles' shared memory), whatever the Triton version and
-    wherever the module lives, so that a record can be held against the
-    kernels of today.
-    """
-    import hashlib
-    import inspect
-
-    from course_pkg.experiments.provenance import code_digest
-
-    parts = sorted(
-        f"{name} {code_digest(inspect.getsource(value.fn))}"
-        for name, value in globals().items()
-        if isinstance(value, triton.runtime.JITFunction)
-    )
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
-
-
 def compile_kernels(
     capability: int,
     dtype: torch.dtype,
