@@ -78,7 +78,7 @@ class PagedKVCache:
         self, seq_id: int, keys: torch.Tensor, values: torch.Tensor
     ) -> None:
         """Add n positions, keys and values (G, n, d), to a sequence, taking
-        free blocks as its last one fills.
+        free blocks as its last one fills. n = 0 changes nothing.
 
         Raises:
             TypeError, ValueError: on an unknown seq_id, keys and values
@@ -98,9 +98,11 @@ class PagedKVCache:
                 f"{len(self.free_blocks)} are free"
             )
         table.extend(self.free_blocks.pop() for _ in range(needed))
+        if new == 0:
+            return
         device = self.keys.device
         positions = torch.arange(length, length + new, device=device)
-        blocks = torch.tensor(table, device=device)[
+        blocks = torch.tensor(table, dtype=torch.long, device=device)[
             positions // self.block_size
         ]
         offsets = positions % self.block_size

@@ -97,6 +97,24 @@ def test_freed_blocks_are_reused():
     assert cache.lengths[9] == 3 and cache.free_blocks == []
 
 
+def test_appending_no_position_changes_nothing():
+    # Review D8: zero positions on a new sequence raised IndexError (the
+    # empty block table became a float tensor).
+    cache = PagedKVCache(3, 2, 1, 2)
+    nothing = torch.zeros(1, 0, 2)
+    cache.add_sequence(0)
+    cache.append(0, nothing, nothing)
+    assert cache.block_tables[0] == [] and cache.lengths[0] == 0
+    keys, values = cache.gather(0)
+    assert keys.shape == values.shape == (1, 0, 2)
+    three = torch.arange(6.0).reshape(1, 3, 2)
+    cache.append(0, three, three)
+    cache.append(0, nothing, nothing)  # on a sequence with blocks, too
+    assert cache.lengths[0] == 3 and len(cache.block_tables[0]) == 2
+    assert torch.equal(cache.gather(0)[0], three)
+    assert cache.free_blocks == [2]
+
+
 def test_a_shared_block_is_caught():
     # The block check fails on a cache whose two sequences share a block.
     cache = PagedKVCache(4, 2, 1, 2)
