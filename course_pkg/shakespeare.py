@@ -13,8 +13,10 @@ edition shares a median 12 % of its distinct 8-word sequences with its Folio
 edition (10-15 % over the 35 plays; spelling differences hide more; the
 pretraining chapter counts them), so a split that put one in training and the
 other in validation would leak. Only the modern-spelling files are read: 42
-works (35 plays, the sonnets and 6 other poems), 5,057,198 characters of
-ASCII, 84 distinct symbols. The split is by work: :data:`HELD_OUT` (3 plays,
+works (37 plays, the Sonnets and 4 other poems: A Lover's Complaint, The
+Passionate Pilgrim, The Phoenix and the Turtle, The Rape of Lucrece; Venus
+and Adonis is not in the archive), 5,057,198 characters of ASCII, 84
+distinct symbols. The split is by work: :data:`HELD_OUT` (3 plays,
 419,111 characters) is the validation text, the other 39 works the training
 text.
 """
