@@ -15,14 +15,25 @@ k + 1 tokens for one target pass.
   rejection the token is drawn from the residual max(0, p - q), normalised.
   Each emitted token is then distributed exactly as p, the target's.
 
+The draft need not be a network. For greedy decoding any proposer will do
+(:class:`NGramDraft`: the most frequent continuation in a training text;
+:class:`PromptLookupDraft`: the tokens that followed the last few tokens
+where they occurred earlier in the context), and the output is still the
+target's greedy decoding. Whether speculation is faster depends on costs
+(:func:`predicted_speedup`, Leviathan et al.'s expected improvement): the
+draft's pass against the target's, and the target's pass over k + 1
+positions against its pass over one.
+
 Shape letters (see the package docstring): ``T0`` prompt length, ``V``
 vocabulary size, ``k`` tokens proposed per round.
 """
 
 from __future__ import annotations
 
+import collections
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -30,6 +41,7 @@ from course_pkg.attention import KVCache
 from course_pkg.checks import (
     check_ids,
     check_int,
+    check_nonnegative_number,
     check_positive_int,
     check_positive_number,
     check_same_float_dtype,
@@ -119,12 +131,182 @@ def first_token_distribution(
     return kept + rejected * residual_distribution(target_probs, draft_probs)
 
 
+# ------------------------------------------------------------ the cost model
+
+
+def expected_tokens_per_pass(alpha: float, gamma: int) -> float:
+    """Tokens one round emits on average, (1 - alpha^(gamma + 1)) / (1 - alpha)
+    (gamma + 1 at alpha = 1): Leviathan et al.'s expectation when each of
+    the gamma proposed tokens is accepted with probability alpha,
+    independently, and the round ends at the first rejection.
+
+    Raises:
+        TypeError, ValueError: if alpha is not a number in [0, 1] or gamma
+            not an int >= 1.
+    """
+    _check_alpha(alpha)
+    check_positive_int("gamma", gamma)
+    if alpha == 1:
+        return float(gamma + 1)
+    return (1 - alpha ** (gamma + 1)) / (1 - alpha)
+
+
+def predicted_speedup(
+    alpha: float, gamma: int, draft_cost: float, verify_cost: float = 1.0
+) -> float:
+    """Speculative decoding's expected speed against plain decoding:
+    expected_tokens_per_pass(alpha, gamma) / (gamma * c + v).
+
+    Costs are in target passes over one position: c = draft_cost, the time
+    of one draft proposal; v = verify_cost, the target's pass over gamma + 1
+    positions. With v = 1 (a pass over gamma + 1 positions costs one over
+    a single position, as when memory bound) this is Leviathan et al.'s
+    (2023) expected improvement factor.
+
+    Raises:
+        TypeError, ValueError: if alpha is not in [0, 1], gamma not an int
+            >= 1, draft_cost not a number >= 0 or verify_cost not > 0.
+    """
+    tokens = expected_tokens_per_pass(alpha, gamma)
+    check_nonnegative_number("draft_cost", draft_cost)
+    check_positive_number("verify_cost", verify_cost)
+    return tokens / (gamma * draft_cost + verify_cost)
+
+
+def _check_alpha(alpha: Any) -> None:
+    check_nonnegative_number("alpha", alpha)
+    if alpha > 1:
+        raise ValueError(f"alpha must be a number in [0, 1], got {alpha}")
+
+
+# ------------------------------------------------------ drafts without a network
+
+
+@runtime_checkable
+class Proposer(Protocol):
+    """A greedy draft: ``propose(context, k)`` gives at most k token ids to
+    follow the ids of context (fewer, or none, when it has nothing)."""
+
+    def propose(self, context: list[int], k: int) -> list[int]: ...
+
+
+class NGramDraft:
+    """Propose the most frequent continuation in a training text: the token
+    that most often followed the last ``order - 1`` tokens (backing off to
+    fewer when that context never occurred; ties to the smallest id), one
+    token after the other. A dictionary look-up per token, no network.
+
+    Args:
+        sequences: the training text, as lists of token ids (at least one
+            id in all).
+        order: n of the n-gram, >= 1 (1: always the most frequent token).
+    Raises:
+        TypeError, ValueError: if sequences is not a list of lists of ids
+            >= 0 with at least one id, or order not an int >= 1.
+    """
+
+    def __init__(self, sequences: Sequence[Sequence[int]], order: int = 3):
+        check_positive_int("order", order)
+        _check_sequences("sequences", sequences)
+        counts: dict[tuple[int, ...], collections.Counter] = (
+            collections.defaultdict(collections.Counter)
+        )
+        for ids in sequences:
+            for i, token in enumerate(ids):
+                for n in range(min(order, i + 1)):  # contexts of 0..order-1
+                    counts[tuple(ids[i - n : i])][token] += 1
+        if not counts:
+            raise ValueError("sequences must hold at least one token id")
+        self.order = order
+        self.next_token = {
+            context: min(c, key=lambda t: (-c[t], t))
+            for context, c in counts.items()
+        }
+
+    def propose(self, context: list[int], k: int) -> list[int]:
+        """k tokens after context, each the most frequent continuation of
+        the n-gram before it (its own proposals included).
+
+        Raises:
+            TypeError, ValueError: if context is not a list of ids >= 0 or
+                k not an int >= 0.
+        """
+        _check_proposal_request(context, k)
+        recent = list(context[len(context) - self.order + 1 :])
+        proposal = []
+        for _ in range(k):
+            for n in range(min(self.order - 1, len(recent)), -1, -1):
+                token = self.next_token.get(tuple(recent[len(recent) - n :]))
+                if token is not None:
+                    break
+            proposal.append(token)
+            recent = (recent + [token])[len(recent) + 2 - self.order :]
+        return proposal
+
+
+class PromptLookupDraft:
+    """Propose what followed the last ``n`` tokens where they occurred
+    before in the context (the prompt and what was generated), the latest
+    such place, for n = max_ngram down to 1; nothing if they never did.
+    No network and no training text (Saxena's prompt-lookup decoding, 2023).
+
+    Args:
+        max_ngram: the longest suffix of the context looked up, >= 1.
+    Raises:
+        TypeError, ValueError: if max_ngram is not an int >= 1.
+    """
+
+    def __init__(self, max_ngram: int = 3):
+        check_positive_int("max_ngram", max_ngram)
+        self.max_ngram = max_ngram
+
+    def propose(self, context: list[int], k: int) -> list[int]:
+        """Up to k tokens that followed the context's last n tokens earlier
+        in it ([] if no suffix of it occurred before).
+
+        Raises:
+            TypeError, ValueError: as :meth:`NGramDraft.propose`.
+        """
+        _check_proposal_request(context, k)
+        for n in range(min(self.max_ngram, len(context) - 1), 0, -1):
+            suffix = context[-n:]
+            for start in range(len(context) - n - 1, -1, -1):
+                if context[start : start + n] == suffix:
+                    return list(context[start + n : start + n + k])
+        return []
+
+
+def _check_sequences(name: str, sequences: Any) -> None:
+    if not isinstance(sequences, (list, tuple)) or not all(
+        isinstance(ids, (list, tuple)) for ids in sequences
+    ):
+        raise TypeError(
+            f"{name} must be a list of lists of token ids, got "
+            f"{type(sequences).__name__}"
+        )
+    for ids in sequences:
+        for token in ids:
+            if isinstance(token, bool) or not isinstance(token, int):
+                raise TypeError(
+                    f"{name} must hold int ids, got {type(token).__name__}"
+                )
+            if token < 0:
+                raise ValueError(f"{name} must hold ids >= 0, got {token}")
+
+
+def _check_proposal_request(context: Any, k: Any) -> None:
+    _check_sequences("context", [context] if isinstance(context, list) else 0)
+    check_int("k", k)
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+
+
 # ------------------------------------------------------------------ decoding
 
 
 def speculative_generate(
     target: GPT,
-    draft: GPT,
+    draft: GPT | Proposer,
     prompt: torch.Tensor,
     max_new_tokens: int,
     k: int,
@@ -137,8 +319,11 @@ def speculative_generate(
     """Continue one prompt, k draft tokens verified per target pass.
 
     Args:
-        target, draft: :class:`~course_pkg.gpt.GPT` models (or subclasses)
-            with the same vocabulary; put in eval mode for the call.
+        target: a :class:`~course_pkg.gpt.GPT` (or subclass), put in eval
+            mode for the call.
+        draft: a GPT with the target's vocabulary (put in eval mode for
+            the call), or, for greedy decoding, a :class:`Proposer` such as
+            :class:`NGramDraft` or :class:`PromptLookupDraft`.
         prompt: (1, T0) token ids. max_new_tokens: >= 0, T0 + it within both
             models' max_len. k: tokens proposed per round, >= 1.
         greedy: argmax decoding (the target's greedy output, exactly), or
@@ -149,12 +334,20 @@ def speculative_generate(
         (1, T0 + n) ids, n <= max_new_tokens, and the call's statistics.
     Raises:
         TypeError, ValueError: if k < 1, the vocabularies differ, the prompt
-            is not (1, T0) ids, or the length does not fit.
+            is not (1, T0) ids, the length does not fit, a proposer is asked
+            to sample, or it proposes more than asked or ids not in [0, V).
     """
     _check_options(max_new_tokens, k, eos, temperature)
     _check_models(target, draft, prompt, max_new_tokens)
-    stats, modes = SpeculativeStats(), (target.training, draft.training)
-    target.eval(), draft.eval()
+    if not greedy and not isinstance(draft, GPT):
+        raise ValueError(
+            "draft must be a GPT to sample (greedy=False): the rule needs "
+            "its probabilities; a proposer drafts for greedy decoding only"
+        )
+    networks = [m for m in (target, draft) if isinstance(m, GPT)]
+    stats, modes = SpeculativeStats(), [m.training for m in networks]
+    for model in networks:
+        model.eval()
     context = prompt[0].tolist()
     target_cache: GPTCache | None = None
     draft_cache: GPTCache | None = None
@@ -162,10 +355,15 @@ def speculative_generate(
         with torch.no_grad():
             while stats.emitted < max_new_tokens:
                 proposal_size = min(k, max_new_tokens - stats.emitted - 1)
-                proposal, draft_probs, draft_cache = _propose(
-                    draft, context, draft_cache, proposal_size, greedy,
-                    temperature, generator,
-                )  # fmt: skip
+                if isinstance(draft, GPT):
+                    proposal, draft_probs, draft_cache = _propose(
+                        draft, context, draft_cache, proposal_size, greedy,
+                        temperature, generator,
+                    )  # fmt: skip
+                else:
+                    proposal = draft.propose(list(context), proposal_size)
+                    _check_proposal(proposal, proposal_size, target)
+                    draft_probs = []
                 fed = _cached_length(target_cache)
                 scores, target_cache = target.forward_with_cache(
                     torch.tensor([context[fed:] + proposal]), target_cache
@@ -191,7 +389,8 @@ def speculative_generate(
                 if eos is not None and context[-1] == eos:
                     break
     finally:
-        target.train(modes[0]), draft.train(modes[1])
+        for model, mode in zip(networks, modes):
+            model.train(mode)
     return torch.tensor([context], device=prompt.device), stats
 
 
@@ -300,15 +499,41 @@ def _check_options(
     check_positive_number("temperature", temperature)
 
 
+def _check_proposal(proposal: Any, size: int, target: GPT) -> None:
+    """A proposer's answer: a list of at most size ids in [0, V)."""
+    if not isinstance(proposal, list) or not all(
+        isinstance(t, int) and not isinstance(t, bool) for t in proposal
+    ):
+        raise TypeError(
+            f"draft.propose must return a list of int ids, got {proposal!r}"
+        )
+    if len(proposal) > size or not all(
+        0 <= t < target.vocab_size for t in proposal
+    ):
+        raise ValueError(
+            f"draft.propose must return at most {size} ids in "
+            f"[0, {target.vocab_size}), got {proposal}"
+        )
+
+
+def _check_draft(draft: Any) -> None:
+    if not isinstance(draft, (GPT, Proposer)):
+        raise TypeError(
+            "draft must be a GPT or a proposer (an object with a "
+            f"propose(context, k) method), got {type(draft).__name__}"
+        )
+
+
 def _check_models(
-    target: GPT, draft: GPT, prompt: torch.Tensor, max_new_tokens: int
+    target: GPT,
+    draft: GPT | Proposer,
+    prompt: torch.Tensor,
+    max_new_tokens: int,
 ) -> None:
-    for name, model in (("target", target), ("draft", draft)):
-        if not isinstance(model, GPT):
-            raise TypeError(
-                f"{name} must be a GPT, got {type(model).__name__}"
-            )
-    if target.vocab_size != draft.vocab_size:
+    if not isinstance(target, GPT):
+        raise TypeError(f"target must be a GPT, got {type(target).__name__}")
+    _check_draft(draft)
+    if isinstance(draft, GPT) and target.vocab_size != draft.vocab_size:
         raise ValueError(
             f"draft and target vocabularies differ: draft has "
             f"{draft.vocab_size} tokens, target {target.vocab_size}"
@@ -318,7 +543,7 @@ def _check_models(
         raise ValueError(
             f"prompt must have shape (1, T0), got {tuple(prompt.shape)}"
         )
-    room = min(target.max_len, draft.max_len) - prompt.shape[1]
+    room = _room(target, draft) - prompt.shape[1]
     if not 0 <= max_new_tokens <= room:
         raise ValueError(
             f"max_new_tokens must be in [0, max_len - T0] = [0, {room}], "
@@ -326,9 +551,16 @@ def _check_models(
         )
 
 
+def _room(target: GPT, draft: GPT | Proposer) -> int:
+    """The longest sequence both models can read."""
+    if isinstance(draft, GPT):
+        return min(target.max_len, draft.max_len)
+    return target.max_len
+
+
 def measure_speculation(
     target: GPT,
-    draft: GPT,
+    draft: GPT | Proposer,
     prompts: list[list[int]],
     max_new_tokens: int,
     k: int,
@@ -347,11 +579,9 @@ def measure_speculation(
             before the first prompt.
     """
     _check_options(max_new_tokens, k, eos)
-    for name, model in (("target", target), ("draft", draft)):
-        if not isinstance(model, GPT):
-            raise TypeError(
-                f"{name} must be a GPT, got {type(model).__name__}"
-            )
+    if not isinstance(target, GPT):
+        raise TypeError(f"target must be a GPT, got {type(target).__name__}")
+    _check_draft(draft)
     if not isinstance(prompts, (list, tuple)) or not all(
         isinstance(ids, (list, tuple)) for ids in prompts
     ):
@@ -360,7 +590,7 @@ def measure_speculation(
             f"{type(prompts).__name__}"
         )
     total = SpeculativeStats()
-    room = min(target.max_len, draft.max_len)
+    room = _room(target, draft)
     device = next(target.parameters()).device
     for ids in prompts:
         prompt = torch.tensor([ids], device=device)

@@ -1,6 +1,8 @@
 """Speculative decoding: greedy output identical to the target's greedy
-decoding; the accept/resample rule emits exactly the target's distribution
-(closed form, exact in rationals and in float64); bad input."""
+decoding, with a draft GPT or a draft without a network (n-gram counts,
+prompt lookup); the accept/resample rule emits exactly the target's
+distribution (closed form, exact in rationals and in float64); the cost
+model's formulas by hand and against counted rounds; bad input."""
 
 from __future__ import annotations
 
@@ -15,8 +17,13 @@ from hypothesis import strategies as st
 from course_pkg.device import seed_everything
 from course_pkg.gpt import GPT, generate
 from course_pkg.speculative import (
+    NGramDraft,
+    PromptLookupDraft,
     acceptance_probability,
+    expected_tokens_per_pass,
     first_token_distribution,
+    measure_speculation,
+    predicted_speedup,
     residual_distribution,
     speculative_generate,
 )
@@ -211,3 +218,146 @@ def test_speculative_sampling_emits_the_targets_sequences():
     # The test has power: the same draws are far from the draft's own
     # sequences, what a sampler that always accepted would emit (7,078).
     assert _chi_square(counts, _sequence_distribution(draft, prompt)) > 500
+
+
+# ------------------------------------------- drafts without a network
+
+
+def test_ngram_draft_by_hand():
+    draft = NGramDraft([[1, 2, 3, 4], [1, 2, 3, 5], [2, 3, 4]], order=3)
+    # (1, 2) -> 3 twice; (2, 3) -> 4 twice, 5 once; (3, 4) never continues,
+    # nor (4,): back off to the most frequent token, 2 and 3 tied at 3
+    # (the smaller wins); then (4, 2) unseen, (2,) -> 3.
+    assert draft.propose([1, 2], 4) == [3, 4, 2, 3]
+    assert draft.propose([], 2) == [2, 3]
+    assert draft.propose([9, 9], 0) == []
+    assert NGramDraft([[7, 7, 8]], order=1).propose([8], 3) == [7, 7, 7]
+
+
+def test_prompt_lookup_by_hand():
+    draft = PromptLookupDraft(max_ngram=2)
+    # the last two tokens (1, 2) occurred at the start: propose what followed
+    assert draft.propose([1, 2, 3, 9, 1, 2], 3) == [3, 9, 1]
+    # (8, 7) never occurred before; (7,) did, at 0, followed by 8, 7
+    assert draft.propose([7, 8, 7], 3) == [8, 7]
+    assert draft.propose([7, 8, 7], 1) == [8]
+    assert draft.propose([5, 6], 2) == []  # nothing to look up
+    # the latest earlier occurrence wins
+    assert draft.propose([4, 1, 4, 2, 4], 1) == [2]
+
+
+@pytest.mark.parametrize("k", [1, 3, 6])
+def test_drafts_without_a_network_give_the_targets_greedy_decoding(k):
+    gen = torch.Generator().manual_seed(k)
+    texts = torch.randint(0, VOCAB, (20, 12), generator=gen).tolist()
+    for draft in (NGramDraft(texts, order=3), PromptLookupDraft(2)):
+        for trial in range(5):
+            prompt = torch.randint(0, VOCAB, (1, 2 + trial), generator=gen)
+            n = int(torch.randint(0, 24, (), generator=gen))
+            eos = 3 if trial % 3 == 0 else None
+            expected = generate(TARGET, prompt, n, top_k=1, eos=eos)
+            ours, stats = speculative_generate(
+                TARGET, draft, prompt, n, k, eos=eos
+            )
+            assert torch.equal(ours, expected), (draft, trial)
+            assert stats.emitted == ours.shape[1] - prompt.shape[1]
+            assert stats.target_calls <= max(stats.emitted, 1)
+
+
+class _Oracle:
+    """Proposes the target's greedy continuation, each token replaced by a
+    wrong one with probability 1 - alpha (seeded): acceptance alpha, iid."""
+
+    def __init__(self, greedy: list[int], alpha: float, seed: int):
+        self.greedy, self.alpha = greedy, alpha
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def propose(self, context: list[int], k: int) -> list[int]:
+        truth = self.greedy[len(context) : len(context) + k]
+        coins = torch.rand(len(truth), generator=self.generator).tolist()
+        return [
+            t if u < self.alpha else (t + 1) % VOCAB
+            for t, u in zip(truth, coins)
+        ]
+
+
+def test_tokens_per_pass_follow_the_formula_for_iid_acceptance():
+    # Rounds of gamma proposals, each right with probability alpha: the
+    # tokens per target pass come close to (1 - alpha^(gamma+1)) / (1 - alpha)
+    # (seeded: 0.976 and 0.989 of it here, a little under because the last
+    # round of each call is cut at 36 tokens).
+    prompt = torch.tensor([[1, 2]])
+    greedy = generate(TARGET, prompt, 37, top_k=1)[0].tolist()
+    for alpha, gamma, calls in ((0.5, 2, 12), (0.8, 4, 6)):
+        emitted = passes = 0
+        for seed in range(calls):
+            _, stats = speculative_generate(
+                TARGET, _Oracle(greedy, alpha, seed), prompt, 36, gamma
+            )
+            emitted += stats.emitted
+            passes += stats.target_calls
+        expected = expected_tokens_per_pass(alpha, gamma)
+        assert 0.9 * expected < emitted / passes <= 1.05 * expected
+
+
+def test_the_cost_model_by_hand():
+    assert expected_tokens_per_pass(0.5, 2) == pytest.approx(1.75)
+    assert expected_tokens_per_pass(0.0, 3) == 1.0
+    assert expected_tokens_per_pass(1.0, 3) == 4.0
+    # Leviathan et al.'s improvement factor, (1 - a^(g+1)) / ((1 - a)(g c + 1))
+    alpha, gamma, c = 0.8, 4, 0.05
+    leviathan = (1 - alpha ** (gamma + 1)) / ((1 - alpha) * (gamma * c + 1))
+    assert predicted_speedup(alpha, gamma, c) == pytest.approx(leviathan)
+    assert predicted_speedup(0.5, 2, 0.0, 1.75) == pytest.approx(1.0)
+
+
+def test_measure_speculation_takes_a_draft_without_a_network():
+    texts = [[1, 2, 3, 4, 5, 6]] * 3
+    stats = measure_speculation(TARGET, NGramDraft(texts), [[1, 2]], 6, 2)
+    assert stats.emitted == 6 and stats.target_calls >= 2
+
+
+def test_bad_drafts_are_refused():
+    prompt = torch.tensor([[1, 2]])
+    with pytest.raises(ValueError, match="greedy"):
+        speculative_generate(
+            TARGET, PromptLookupDraft(), prompt, 4, 2, greedy=False
+        )
+
+    class TooLong:
+        def propose(self, context, k):
+            return [1] * (k + 1)
+
+    class OutOfRange:
+        def propose(self, context, k):
+            return [VOCAB] * k
+
+    class NotInts:
+        def propose(self, context, k):
+            return [1.0] * k
+
+    for draft, error in ((TooLong(), ValueError), (OutOfRange(), ValueError),
+                         (NotInts(), TypeError)):  # fmt: skip
+        with pytest.raises(error, match="draft.propose"):
+            speculative_generate(TARGET, draft, prompt, 4, 2)
+    for call, error, name in (
+        (lambda: NGramDraft([[1, 2]], order=0), ValueError, "order"),
+        (lambda: NGramDraft([[]]), ValueError, "sequences"),
+        (lambda: NGramDraft([[1, -2]]), ValueError, "sequences"),
+        (lambda: NGramDraft([[1, 2.0]]), TypeError, "sequences"),
+        (lambda: NGramDraft("12"), TypeError, "sequences"),
+        (lambda: NGramDraft([[1]]).propose((1,), 2), TypeError, "context"),
+        (lambda: NGramDraft([[1]]).propose([1], -1), ValueError, "k"),
+        (lambda: PromptLookupDraft(0), ValueError, "max_ngram"),
+        (lambda: PromptLookupDraft().propose([True], 1), TypeError, "context"),
+        (lambda: expected_tokens_per_pass(1.5, 2), ValueError, "alpha"),
+        (lambda: expected_tokens_per_pass(0.5, 0), ValueError, "gamma"),
+        (lambda: predicted_speedup(0.5, 2, -1.0), ValueError, "draft_cost"),
+        (
+            lambda: predicted_speedup(0.5, 2, 0.1, 0.0),
+            ValueError,
+            "verify_cost",
+        ),
+    ):
+        with pytest.raises(error, match=name):
+            call()
