@@ -11,6 +11,18 @@ id ``256 + i``, and the special tokens follow the merges, in the order given:
 ``256 + len(merges) + j``, as GPT-2's ``<|endoftext|>`` is its last id.
 ``V = len(tokenizer)`` counts all three.
 
+Special tokens in text to encode are refused by default, as ``tiktoken``
+does: a user's text that contains ``"<|endoftext|>"`` must not become the
+control token (it would end a document, or a turn, where the user chose).
+:meth:`BPETokenizer.encode` turns them into their ids only when asked
+(``allowed_special``), or encodes them as ordinary text
+(``disallowed_special=()``).
+
+A trained tokenizer is saved as a readable JSON file (:meth:`BPETokenizer.save`,
+:meth:`BPETokenizer.load`): a format tag, the special tokens, and each merge
+as its two ids with the token it makes, written in GPT-2's printable
+characters (:func:`byte_to_unicode`; ``Ġ`` is the space).
+
 Tie-breaking: among pairs of equal count, the smallest pair ``(a, b)`` of ids
 wins (compared as tuples), so training is deterministic: the same text gives
 the same merges on every machine (integer work only).
@@ -24,12 +36,16 @@ from __future__ import annotations
 
 import collections
 import heapq
+import json
 import operator
+import os
 import re
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Collection, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
-from course_pkg.checks import check_int, check_str
+from course_pkg.checks import check_int, check_path, check_str
+from course_pkg.files import write_atomically
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -187,6 +203,41 @@ def train_bpe(
     return BPETokenizer(merges, specials, merge_counts=merge_counts)
 
 
+def merge_ties(
+    text: str, num_merges: int, special_tokens: Sequence[str] = ()
+) -> list[int]:
+    """For each of the first num_merges merges :func:`train_bpe` learns from
+    text, how many pairs had its count when it was chosen: 1 where it was
+    the only one, 2 or more at a tie (broken by the smallest pair).
+
+    Trains again, scanning every pair's count at each merge: for reading a
+    few hundred merges, not for training.
+
+    Args:
+        text, special_tokens: as :func:`train_bpe`. num_merges: >= 0.
+    Returns:
+        One count per merge (fewer if no pair is left to merge).
+    Raises:
+        TypeError: if text is not a str or num_merges not an int.
+        ValueError: if num_merges < 0, or special_tokens as in train_bpe.
+    """
+    check_str("text", text)
+    check_int("num_merges", num_merges)
+    if num_merges < 0:
+        raise ValueError(f"num_merges must be >= 0, got {num_merges}")
+    specials = _check_special_tokens(special_tokens)
+    state = _PairCounts(_word_counts(_split_specials(text, specials)[::2]))
+    ties: list[int] = []
+    while len(ties) < num_merges:
+        best = state.best()
+        if best is None:
+            break
+        pair, count = best
+        ties.append(sum(n == count for n in state.counts.values()))
+        state.merge(pair, 256 + len(ties) - 1)
+    return ties
+
+
 def _check_special_tokens(special_tokens: Sequence[str]) -> list[str]:
     if isinstance(special_tokens, str) or not isinstance(
         special_tokens, (list, tuple)
@@ -219,10 +270,14 @@ def _split_specials(text: str, specials: Sequence[str]) -> list[str]:
     return re.split(pattern, text)
 
 
+#: The format tag of a saved tokenizer (:meth:`BPETokenizer.save`).
+FILE_FORMAT = "course_pkg.bpe/1"
+
+
 class BPETokenizer:
     """A byte-level BPE tokenizer: its merges, its vocabulary, its special
-    tokens. To save one, keep ``merges`` and ``list(special_tokens)`` (JSON
-    turns the pairs into lists, which are accepted back).
+    tokens. :meth:`save` writes it to a JSON file, :meth:`load` reads it
+    back (merges given as lists, as JSON returns them, are accepted too).
 
     Args:
         merges: pairs of ids in training order; merge ``i`` creates id
@@ -282,26 +337,160 @@ class BPETokenizer:
     def _rank(self, pair: Pair) -> float:
         return self.ranks.get(pair, float("inf"))
 
-    def encode(self, text: str) -> list[int]:
+    def encode(
+        self,
+        text: str,
+        *,
+        allowed_special: Collection[str] | Literal["all"] = frozenset(),
+        disallowed_special: Collection[str] | Literal["all"] = "all",
+    ) -> list[int]:
         """The ids of text: special tokens first, then word by word.
+
+        A special token's string in text is refused by default, as
+        ``tiktoken`` refuses it: a user's text must not become a control
+        token. ``allowed_special``: those to encode as their ids ("all":
+        every one); ``disallowed_special``: those to refuse ("all", the
+        default: every one not allowed; ``()``: none). A special token
+        neither allowed nor refused is encoded as ordinary text.
 
         Returns:
             A list of ids in ``[0, V)``.
         Raises:
-            TypeError: if text is not a str.
-            ValueError: if it holds a lone surrogate (no UTF-8 bytes).
+            TypeError: if text is not a str, or allowed_special or
+                disallowed_special is neither "all" nor a collection of str.
+            ValueError: if text holds a lone surrogate (no UTF-8 bytes) or a
+                refused special token (named, with its position), or the
+                two arguments name a string that is not a special token of
+                this tokenizer, or the same token.
         """
         check_str("text", text)
+        allowed, refused = self._allowed_and_refused(
+            allowed_special, disallowed_special
+        )
         _check_utf8(text)
+        _refuse_specials(text, refused)
         ids = []
-        pieces = _split_specials(text, list(self.special_tokens))
-        for k, piece in enumerate(pieces):
+        for k, piece in enumerate(_split_specials(text, sorted(allowed))):
             if k % 2:
                 ids.append(self.special_tokens[piece])
                 continue
             for word in _WORDS.findall(piece):
                 ids.extend(self._encode_word(word.encode("utf-8")))
         return ids
+
+    def _allowed_and_refused(
+        self, allowed_special: object, disallowed_special: object
+    ) -> tuple[set[str], set[str]]:
+        """The special tokens :meth:`encode` encodes as ids, and those it
+        refuses, from its two arguments."""
+        allowed = self._special_set("allowed_special", allowed_special)
+        refused = self._special_set("disallowed_special", disallowed_special)
+        if disallowed_special == "all":
+            refused -= allowed
+        if allowed & refused:
+            raise ValueError(
+                "allowed_special and disallowed_special must not share a "
+                f"token, got {sorted(allowed & refused)} in both"
+            )
+        return allowed, refused
+
+    def _special_set(self, name: str, tokens: object) -> set[str]:
+        """The special tokens a parameter names: "all" or a collection of
+        this tokenizer's special tokens."""
+        if isinstance(tokens, str):
+            if tokens != "all":
+                raise TypeError(
+                    f"{name} must be 'all' or a collection of special tokens, "
+                    f"got the str {tokens!r}"
+                )
+            return set(self.special_tokens)
+        if not isinstance(tokens, Collection) or not all(
+            isinstance(t, str) for t in tokens
+        ):
+            raise TypeError(
+                f"{name} must be 'all' or a collection of str, got "
+                f"{type(tokens).__name__}"
+            )
+        unknown = sorted(set(tokens) - set(self.special_tokens))
+        if unknown:
+            raise ValueError(
+                f"{name}: {unknown} are not special tokens of this tokenizer "
+                f"({sorted(self.special_tokens)})"
+            )
+        return set(tokens)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the tokenizer to a JSON file (atomically): the format tag
+        :data:`FILE_FORMAT`, the special tokens in order, and one line per
+        merge, ``[a, b, "token"]``: the two ids and the token they make, in
+        GPT-2's printable characters (:func:`byte_to_unicode`), for
+        reading; :meth:`load` checks it.
+
+        Raises:
+            TypeError: if path is not a str or os.PathLike.
+            OSError: if the file system refuses.
+        """
+        check_path("path", path)
+        table = byte_to_unicode()
+        lines = [
+            "{",
+            f'  "format": {json.dumps(FILE_FORMAT)},',
+            f'  "special_tokens": {json.dumps(list(self.special_tokens))},',
+            '  "merges": [',
+        ]
+        for i, (a, b) in enumerate(self.merges):
+            shown = "".join(table[byte] for byte in self.vocab[256 + i])
+            comma = "," if i + 1 < len(self.merges) else ""
+            lines.append(f"    [{a}, {b}, {json.dumps(shown)}]{comma}")
+        lines += ["  ]", "}", ""]
+        text = "\n".join(lines)
+        write_atomically(path, lambda handle: handle.write(text.encode()))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> BPETokenizer:
+        """A tokenizer from a file :meth:`save` wrote.
+
+        Raises:
+            TypeError: if path is not a str or os.PathLike, or the file's
+                merges are not [int, int, str] entries.
+            ValueError: if the file is not JSON with the format tag
+                :data:`FILE_FORMAT`, or a merge's token is not the one its
+                ids make, or the merges or special tokens are invalid (as in
+                the constructor).
+            OSError: if the file cannot be read.
+        """
+        check_path("path", path)
+        try:
+            saved = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise ValueError(
+                f"path: {path} is not a JSON file: {error}"
+            ) from None
+        if not isinstance(saved, dict) or saved.get("format") != FILE_FORMAT:
+            raise ValueError(
+                f"path: {path} is not a saved tokenizer (format "
+                f"{FILE_FORMAT!r} expected)"
+            )
+        entries = saved.get("merges")
+        if not isinstance(entries, list) or not all(
+            isinstance(e, list) and len(e) == 3 and isinstance(e[2], str)
+            for e in entries
+        ):
+            raise TypeError(
+                f"path: {path}: merges must be [a, b, token] entries"
+            )
+        tokenizer = cls(
+            [tuple(e[:2]) for e in entries], saved.get("special_tokens", ())
+        )
+        table = byte_to_unicode()
+        for i, entry in enumerate(entries):
+            made = "".join(table[byte] for byte in tokenizer.vocab[256 + i])
+            if entry[2] != made:
+                raise ValueError(
+                    f"path: {path}: merge {i} reads {entry[2]!r}, but its ids "
+                    f"make {made!r}"
+                )
+        return tokenizer
 
     def decode_bytes(self, ids: Sequence[int]) -> bytes:
         """The bytes of a sequence of ids (ints in ``[0, V)``).
@@ -370,6 +559,19 @@ def _check_merges(merges: Sequence[Pair]) -> list[Pair]:
             )
         checked.append((pair[0], pair[1]))
     return checked
+
+
+def _refuse_specials(text: str, refused: set[str]) -> None:
+    """ValueError naming the first refused special token in text, if any."""
+    pieces = _split_specials(text, sorted(refused))
+    if len(pieces) > 1:
+        token = pieces[1]
+        raise ValueError(
+            f"text holds the special token {token!r} at position "
+            f"{len(pieces[0])}; pass allowed_special={{{token!r}}} (or "
+            "'all') to encode it as its id, or disallowed_special=() to "
+            "encode it as ordinary text"
+        )
 
 
 def _check_utf8(text: str) -> None:

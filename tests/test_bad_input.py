@@ -146,6 +146,8 @@ NOT_SWEPT = {
     "scoring.AdditiveAttention.project_keys": "the keys' projection, done "
     "once per sequence by forward (and the decoders) after their checks",
     "scoring.LuongAttention.project_keys": "the same",
+    "speculative.Proposer": "a typing.Protocol: the interface a draft "
+    "without a network implements (NGramDraft, PromptLookupDraft are swept)",
 }
 
 # A parameter whose message names the role of the bad value instead: the
@@ -809,6 +811,11 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
     "speculative.measure_speculation": lambda: dict(
         target=_gpt(), draft=_gpt(), prompts=[[4, 5]], max_new_tokens=2, k=2
     ),
+    "speculative.NGramDraft": lambda: dict(sequences=[[4, 5, 6]], order=2),
+    "speculative.NGramDraft.propose": lambda: dict(context=[4, 5], k=2),
+    "speculative.PromptLookupDraft.propose": lambda: dict(
+        context=[4, 5, 4], k=2
+    ),
     "toy_tasks.copy_back_at_lengths": lambda: dict(
         variant="rope-ntk",
         seed=0,
@@ -861,13 +868,19 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
     "bpe.train_bpe": lambda: dict(
         text="to be or not to be", vocab_size=260, special_tokens=["<s>"]
     ),
+    "bpe.merge_ties": lambda: dict(text="to be or not to be", num_merges=3),
     "bpe.train_hf_bpe": lambda: dict(
         text="to be or not to be", vocab_size=260
     ),
     "bpe.BPETokenizer": lambda: dict(
         merges=[(116, 111), (32, 256)], special_tokens=["<s>"]
     ),
-    "bpe.BPETokenizer.encode": lambda: dict(text="to be<s>"),
+    "bpe.BPETokenizer.encode": lambda: dict(
+        text="to be<s>", allowed_special="all"
+    ),
+    "bpe.BPETokenizer.save": lambda: dict(
+        path=os.path.join(TMP, "tokenizer.json")
+    ),
     "bpe.BPETokenizer.decode": lambda: dict(ids=[116, 256, 257, 258]),
     "bpe.BPETokenizer.decode_bytes": lambda: dict(ids=[116, 256, 257, 258]),
     "shakespeare.train_valid_text": lambda: dict(
@@ -1195,6 +1208,11 @@ ACCEPTED: dict[tuple[str, str, str], str] = {
         "max_new_tokens",
         "a zero size",
     ): EMPTY + ": statistics of zero tokens",
+    ("bpe.merge_ties", "num_merges", "a zero size"): EMPTY + ": []",
+    ("speculative.NGramDraft.propose", "k", "a zero size"): EMPTY
+    + ": no token proposed",
+    ("speculative.PromptLookupDraft.propose", "k", "a zero size"): EMPTY
+    + ": no token proposed",
 }
 
 
