@@ -432,19 +432,23 @@ class BPETokenizer:
         """
         check_path("path", path)
         table = byte_to_unicode()
+
+        def text(value: object) -> str:  # JSON, non-ASCII characters as is
+            return json.dumps(value, ensure_ascii=False)
+
         lines = [
             "{",
             f'  "format": {json.dumps(FILE_FORMAT)},',
-            f'  "special_tokens": {json.dumps(list(self.special_tokens))},',
+            f'  "special_tokens": {text(list(self.special_tokens))},',
             '  "merges": [',
         ]
         for i, (a, b) in enumerate(self.merges):
             shown = "".join(table[byte] for byte in self.vocab[256 + i])
             comma = "," if i + 1 < len(self.merges) else ""
-            lines.append(f"    [{a}, {b}, {json.dumps(shown)}]{comma}")
+            lines.append(f"    [{a}, {b}, {text(shown)}]{comma}")
         lines += ["  ]", "}", ""]
-        text = "\n".join(lines)
-        write_atomically(path, lambda handle: handle.write(text.encode()))
+        data = "\n".join(lines).encode("utf-8")
+        write_atomically(path, lambda handle: handle.write(data))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> BPETokenizer:

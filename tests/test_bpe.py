@@ -392,11 +392,13 @@ def test_save_and_load_give_the_same_tokenizer(sample_tokenizer, tmp_path):
     saved = json.loads(path.read_text())
     assert saved["format"] == bpe.FILE_FORMAT
     assert saved["special_tokens"] == ["<|endoftext|>", "<pad>"]
-    lines = path.read_text().splitlines()
+    lines = path.read_text(encoding="utf-8").splitlines()
     assert len(lines) == len(sample_tokenizer.merges) + 6
     a, b = sample_tokenizer.merges[0]
     first = (sample_tokenizer.vocab[a] + sample_tokenizer.vocab[b]).decode()
     assert lines[4] == f'    [{a}, {b}, "{first.replace(" ", "Ġ")}"],'
+    written = path.read_text(encoding="utf-8")
+    assert "Ġ" in written and '"\\u' not in written  # Ġ, not "\u0120"
     # and saved again, it is the same file
     loaded.save(tmp_path / "again.json")
     assert (tmp_path / "again.json").read_bytes() == path.read_bytes()
