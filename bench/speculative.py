@@ -194,7 +194,7 @@ def main() -> None:
     for name, model in wide.items():
         model.eval().need_weights = False
         sizes = tuple(range(1, 10)) if name == "wide target" else (1,)
-        seconds = pass_seconds(model, sizes, 32, 2 * args.repeats)
+        seconds = pass_seconds(model, sizes, 32, 4 * args.repeats)
         rows += [
             {"kind": "pass", "model": name, "new": n, "seconds": seconds[n]}
             for n in sizes
