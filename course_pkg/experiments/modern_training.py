@@ -11,22 +11,23 @@ from __future__ import annotations
 from course_pkg.experiments.claims import Claim
 
 CLAIMS = {
-    # fewer key/value heads, same budget: every model translates something;
-    # the orderings between them are stated with their ranges
+    # fewer key/value heads, same budget: no BLEU, not even the lowest of
+    # the three, nor any ordering keeps the rule's margin over the seeds
     "BLEU MHA": Claim("range"),
     "BLEU GQA": Claim("range"),
     "BLEU MQA": Claim("range"),
-    "BLEU lowest of MHA, GQA, MQA": Claim(">", chance=0),
+    "BLEU lowest of MHA, GQA, MQA": Claim("range", chance=0),
     "BLEU MHA - GQA": Claim("range"),
     "BLEU MHA - MQA": Claim("range"),
-    # peak rate 0.05 with and without warm-up: last-epoch training losses
+    # peak rate 0.05 with and without warm-up: last-epoch training losses;
+    # the warm-up's cost to pre-norm holds in every seed, without the margin
     "loss post, no warm-up": Claim("range"),
     "loss post, warm-up": Claim("range"),
     "loss pre, no warm-up": Claim("range"),
     "loss pre, warm-up": Claim("range"),
     "post: no warm-up - warm-up": Claim(">", null=0),
     "post warm-up - pre no warm-up": Claim(">", null=0),
-    "pre: warm-up - no warm-up": Claim(">", null=0),
+    "pre: warm-up - no warm-up": Claim("range", null=0),
     # the ablation (post-norm GPT block, + pre-norm, + RMSNorm, + SwiGLU)
     "ablation BLEU, lowest row": Claim(">", chance=0),
     "ablation BLEU, highest row": Claim("range"),
