@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import pathlib
 import subprocess
 import sys
 
@@ -210,11 +209,11 @@ BAD = {
         dict(queries=torch.randn(1, 2, 40, 8), keys=torch.randn(1, 2, 40, 8),
              values=torch.randn(1, 2, 40, 8)), ValueError, "d = d_v"),
     "d_v != d": (dict(values=torch.randn(1, 2, 40, 32)), ValueError, "d_v"),
-    "block of 48": (dict(block_q=48), ValueError, "block_q and block_k must"),
-    "block of 128": (dict(block_k=128), ValueError, "block_q and block_k"),
+    "block of 48": (dict(block_q=48), ValueError, "block_q x block_k must"),
+    "block of 128": (dict(block_k=128), ValueError, "block_q x block_k must"),
     "a tile too large for shared memory": (
         {n: torch.randn(1, 2, 40, 128) for n in ("queries", "keys", "values")}
-        | dict(block_q=64, block_k=64), ValueError, "fit an A100"),
+        | dict(block_q=64, block_k=64), ValueError, "fits an A100"),
     "T * d past int32": (
         {n: torch.empty(1, 1, 2**24, 128, device="meta")
          for n in ("queries", "keys", "values")}, ValueError, "T \\* d"),
@@ -312,12 +311,10 @@ def test_kernels_compile_for_sm80_and_sm90_without_a_gpu(capability):
         assert row["shared"] == recorded[row["dtype"], row["kernel"]], row
 
 
-# Shared memory per thread block: what an A100 (sm80) and an H100 (sm90)
-# let a kernel ask for (CUDA's sharedMemPerBlockOptin; the H100's read as
-# 232,448 by torch.cuda.get_device_properties on an H100 here).
-SHARED_LIMIT = {80: 166_912, 90: 232_448}
-RECORD = pathlib.Path(flash_triton.__file__).parent / "flash_resources.jsonl"
-RESOURCES = [json.loads(line) for line in RECORD.read_text().splitlines()]
+RESOURCES = [
+    json.loads(line)
+    for line in flash_triton.RESOURCES.read_text().splitlines()
+]
 KERNELS = (
     "flash_forward_kernel",
     "flash_backward_dkdv_kernel",
@@ -331,29 +328,38 @@ DTYPES = {
 }
 
 
-def test_every_accepted_tile_was_compiled_and_fits_the_gpu():
-    accepted = {
+def test_every_candidate_tile_was_compiled_and_accepted_tiles_fit():
+    # The record holds every candidate, so that tile_fits decides from what
+    # Triton compiled, never from a tile that is missing.
+    candidates = {
         (capability, dtype, d, bq, bk, kernel)
-        for capability in SHARED_LIMIT
+        for capability in flash_triton.SHARED_LIMITS
         for dtype in DTYPES
         for d in (16, 32, 64, 128)
         for bq in flash_triton.BLOCKS
         for bk in flash_triton.BLOCKS
         for kernel in KERNELS
-        if flash_triton.tile_fits(DTYPES[dtype], d, bq, bk)
     }
     recorded = {
         (r["capability"], r["dtype"], r["d"], r["block_q"], r["block_k"],
-         r["kernel"]): r
+         r["kernel"]): r["shared"]
         for r in RESOURCES
     }  # fmt: skip
-    assert set(recorded) == accepted
-    too_large = [
-        key
-        for key, row in recorded.items()
-        if row["shared"] > SHARED_LIMIT[row["capability"]]
-    ]
-    assert not too_large, too_large
+    assert set(recorded) == candidates
+    for (capability, dtype, d, bq, bk, _), shared in recorded.items():
+        if flash_triton.tile_fits(DTYPES[dtype], d, bq, bk):
+            assert shared <= flash_triton.SHARED_LIMITS[capability]
+    # what the package itself uses: the default tiles, the GPU benchmark's
+    accepted = flash_triton.tile_fits
+    assert all(
+        accepted(DTYPES[t], d, 32, 32) for t in DTYPES for d in (16, 32, 64)
+    )
+    assert accepted(torch.bfloat16, 64, 64, 64)
+    # and the rule refuses what does not fit: float32 at d = 128, 64 x 64
+    # asks for more shared memory than an A100 has
+    assert not accepted(torch.float32, 128, 64, 64)
+    too_large = recorded[80, "float32", 128, 64, 64, "flash_forward_kernel"]
+    assert too_large > flash_triton.SHARED_LIMITS[80]
 
 
 def test_the_record_is_of_todays_kernels():
@@ -364,7 +370,7 @@ def test_the_record_is_of_todays_kernels():
     today = (triton.__version__, jit_digest(flash_triton))
     for row in RESOURCES:
         assert (row["triton"], row["kernels_digest"]) == today, (
-            f"{RECORD.name} was compiled from other kernels or another "
+            f"{flash_triton.RESOURCES.name} was compiled from other kernels or another "
             "Triton: run .venv/bin/python bench/kernel_resources.py --record"
         )
 

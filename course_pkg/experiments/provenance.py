@@ -124,7 +124,8 @@ def jit_digest(module: object) -> str:
     parts = sorted(
         f"{name} {code_digest(inspect.getsource(value.fn))}"
         for name, value in vars(module).items()
-        if isinstance(value, triton.runtime.JITFunction)
+        # compiled (JITFunction) or, under TRITON_INTERPRET=1, interpreted
+        if isinstance(value, triton.runtime.jit.KernelInterface)
     )
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 

@@ -25,7 +25,10 @@ device; d = d_v, a power of two in [16, 128]; valid_lens, causal as in
 
 from __future__ import annotations
 
+import functools
+import json
 import os
+from pathlib import Path
 
 import torch
 
@@ -304,27 +307,39 @@ def flash_backward_dq_kernel(
 # ---------------------------------------------------------- launching them
 
 
-# Tiles the kernels take: block_q, block_k in BLOCKS, and the tile of keys
-# or values (block x d elements) times the other block within TILE_BYTES.
-# bench/kernel_resources.py compiles every such tile for sm80 and sm90 and
-# records the shared memory each kernel asks for; tests/test_flash_triton.py
-# holds that record within the A100's and the H100's limits. (Larger tiles
-# did not fit: float32, d = 128, 64 x 64 asks 180,480 bytes on sm80, where an
-# A100 has 166,912.)
+# Tiles the kernels take: block_q and block_k in BLOCKS, where all three
+# kernels fit the shared memory a program may ask for on an A100 (sm80) and
+# an H100 (sm90): CUDA's per-block opt-in limits, the H100's read on one by
+# torch.cuda.get_device_properties. Which tiles fit is not a formula: it is
+# what Triton compiles. bench/kernel_resources.py compiles every candidate
+# for both GPUs, without a GPU, into RESOURCES (one JSON line per kernel,
+# with the shared memory it asks for); tests/test_flash_triton.py checks
+# that record against today's kernels and Triton. (For example, float32 at
+# d = 128 with 64 x 64 tiles asks more than an A100 has.)
 BLOCKS = (16, 32, 64)
-TILE_BYTES = 2**20
+SHARED_LIMITS = {80: 166_912, 90: 232_448}
+RESOURCES = Path(__file__).resolve().parent / "flash_resources.jsonl"
+
+
+@functools.cache
+def _fitting_tiles() -> frozenset[tuple[str, int, int, int]]:
+    """(dtype, d, block_q, block_k) of every tile whose kernels all fit."""
+    too_large, seen = set(), set()
+    for line in RESOURCES.read_text().splitlines():
+        row = json.loads(line)
+        tile = (row["dtype"], row["d"], row["block_q"], row["block_k"])
+        seen.add(tile)
+        if row["shared"] > SHARED_LIMITS[row["capability"]]:
+            too_large.add(tile)
+    return frozenset(seen - too_large)
 
 
 def tile_fits(dtype: torch.dtype, d: int, block_q: int, block_k: int) -> bool:
     """Whether the kernels take tiles block_q x block_k of width d in dtype:
-    both blocks in :data:`BLOCKS` and block_q * block_k * d * the element
-    size at most :data:`TILE_BYTES`."""
-    size = torch.empty((), dtype=dtype).element_size()
-    return (
-        block_q in BLOCKS
-        and block_k in BLOCKS
-        and block_q * block_k * d * size <= TILE_BYTES
-    )
+    compiled for sm80 and sm90, all three kernels within both GPUs' shared
+    memory (:data:`RESOURCES`)."""
+    name = str(dtype).removeprefix("torch.")
+    return (name, d, block_q, block_k) in _fitting_tiles()
 
 
 def check_kernel_inputs(
@@ -341,7 +356,8 @@ def check_kernel_inputs(
     On top of :func:`course_pkg.flash.check_flash_inputs`: contiguous
     tensors; d = d_v a power of two in [16, 128] (``tl.arange`` needs a
     power of two, ``tl.dot`` at least 16); T * d below 2**31 (offsets within
-    a head are int32); tiles that fit the GPU (:func:`tile_fits`); a CUDA
+    a head are int32); tiles that fit an A100 and an H100
+    (:func:`tile_fits`); a CUDA
     device, or the CPU under the interpreter; float16, bfloat16, float32 or
     float64, and no bfloat16 in the interpreter.
 
@@ -387,11 +403,14 @@ def check_kernel_inputs(
                 f"{name} must be an int, got {type(size).__name__}"
             )
     if not tile_fits(queries.dtype, width, block_q, block_k):
+        fitting = sorted(
+            (q, k) for q in BLOCKS for k in BLOCKS
+            if tile_fits(queries.dtype, width, q, k)
+        )  # fmt: skip
         raise ValueError(
-            f"block_q and block_k must be in {BLOCKS} with block_q * block_k "
-            f"* d * element size <= {TILE_BYTES} bytes (tiles that fit an "
-            f"A100's and an H100's shared memory), got {block_q} x {block_k} "
-            f"at d={width} in {queries.dtype}"
+            f"block_q x block_k must be a tile that fits an A100's and an "
+            f"H100's shared memory, for d={width} in {queries.dtype} one of "
+            f"{fitting}; got {block_q} x {block_k}"
         )
     device = queries.device
     if device.type != "cuda" and not (device.type == "cpu" and INTERPRETED):
