@@ -117,3 +117,72 @@ def test_every_record_line_has_its_provenance():
                 "seed", "path", "claims", "fingerprint", "modules",
                 "machine", "minutes",
             }, path  # fmt: skip
+
+
+def test_a_run_of_the_chapters_own_sweep_is_not_judged_by_the_old_record(
+    tmp_path, monkeypatch
+):
+    from course_pkg.experiments import bahdanau
+    from course_pkg.experiments.claims import SWEEP_RUN
+
+    monkeypatch.setattr(bahdanau, "CLAIMS", {"share": Claim(">", null=0.5)})
+    wide = [0.37, 0.45, 0.5, 0.55, 0.6, 0.62, 0.66, 0.7, 0.75, 0.78]
+    sweep = Sweep("bahdanau", _record(tmp_path, wide))
+    monkeypatch.setenv(SWEEP_RUN, "gpt")  # another chapter's sweep: judged
+    with pytest.raises(ValueError, match="has no margin"):
+        sweep.floor("share")
+    monkeypatch.setenv(SWEEP_RUN, "bahdanau")
+    assert sweep.floor("share") == -float("inf")
+    assert sweep.span("share") == "0.37–0.78"  # the prose still reads it
+    with pytest.raises(ValueError, match="not asserted with a ceiling"):
+        sweep.ceiling("share")
+
+
+def _bench_claims():
+    import importlib.util
+    import pathlib
+    import sys
+
+    bench = pathlib.Path(__file__).resolve().parent.parent / "bench"
+    sys.path.insert(0, str(bench))  # claims.py imports _common beside it
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "bench_claims", bench / "claims.py"
+        )
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(bench))
+    return module
+
+
+def test_the_seed_reaches_every_cell_that_reads_it():
+    import nbformat
+
+    claims = _bench_claims()
+    cells = [
+        "from course_pkg.seq2seq import SETTINGS\nseed_everything(0)",
+        "loader(seed=SETTINGS.seed)",
+        "from course_pkg.gpt import (\n    SETTINGS,\n)",
+        "model(seed=SETTINGS.seed)",
+    ]
+    nb = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(c) for c in cells]
+    )
+    sources = [c.source for c in claims.seeded(nb, "x", 7).cells]
+    assert sources[0] == cells[0]
+    assert "SEED = 7" in sources[1] and "seed=7" in sources[1]
+    assert sources[2:4] == cells[1:3]
+    assert "seed=7" in sources[4] and sources[5] == cells[3]
+    # a cell that binds SETTINGS and reads its seed would run with seed 0
+    late = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell("import torch"),
+            nbformat.v4.new_code_cell(
+                "from course_pkg.seq2seq import SETTINGS\n"
+                "loader(seed=SETTINGS.seed)"
+            ),
+        ]
+    )
+    with pytest.raises(RuntimeError, match="cell 1 binds SETTINGS"):
+        claims.seeded(late, "x", 7)
