@@ -146,6 +146,9 @@ NOT_SWEPT = {
     "scoring.AdditiveAttention.project_keys": "the keys' projection, done "
     "once per sequence by forward (and the decoders) after their checks",
     "scoring.LuongAttention.project_keys": "the same",
+    "experiments": "the book's own machinery of records and claims: its "
+    "callers are bench/claims.py and the notebooks, whose arguments are "
+    "literals; tests/test_claims_provenance.py and test_claims_rule.py test it",
     "speculative.Proposer": "a typing.Protocol: the interface a draft "
     "without a network implements (NGramDraft, PromptLookupDraft are swept)",
 }
