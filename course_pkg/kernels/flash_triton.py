@@ -91,7 +91,7 @@ def _tile_at(head, positions, length, D: tl.constexpr):
 
 @triton.jit
 def _key_range(block, num_queries, num_keys, BLOCK_Q: tl.constexpr,
-               BLOCK_K: tl.constexpr, CAUSAL: tl.constexpr):  # fmt: skip
+               BLOCK_K: tl.constexpr, CAUSAL: tl.constexpr):
     """The keys query block ``block`` reads: (masked_from, end). Tiles before
     masked_from are seen whole by every query of the block; causal, the
     tiles from masked_from to end cross the diagonal and pay for the mask,
@@ -110,7 +110,7 @@ def _key_tile(
     K, V, head, start, q, rows, lens, num_queries, num_keys, scale,
     D: tl.constexpr, BLOCK_K: tl.constexpr, CAUSAL: tl.constexpr,
     ACC: tl.constexpr,
-):  # fmt: skip
+):
     """The key tile from key ``start`` on, for the query tile q at ``rows``:
     its keys and values (BLOCK_K, D), zeros past num_keys, and the scores
     q k^T * scale (BLOCK_Q, BLOCK_K), -inf where a query may not see a key
@@ -142,7 +142,7 @@ def flash_forward_kernel(
     Q, K, V, OUT, LSE, LENS, num_queries, num_keys,
     D: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr,
     CAUSAL: tl.constexpr, ACC: tl.constexpr,
-):  # fmt: skip
+):
     block, head = tl.program_id(0), tl.program_id(1).to(tl.int64)
     rows = block * BLOCK_Q + tl.arange(0, BLOCK_Q)
     in_range = rows < num_queries
@@ -160,7 +160,7 @@ def flash_forward_kernel(
         k, v, scores = _key_tile(
             K, V, head, start, q, rows, lens, num_queries, num_keys, scale,
             D, BLOCK_K, False, ACC,
-        )  # fmt: skip
+        )
         row_max, row_sum, acc = _online_softmax_step(
             scores, v, row_max, row_sum, acc, ACC
         )
@@ -168,7 +168,7 @@ def flash_forward_kernel(
         k, v, scores = _key_tile(
             K, V, head, start, q, rows, lens, num_queries, num_keys, scale,
             D, BLOCK_K, CAUSAL, ACC,
-        )  # fmt: skip
+        )
         row_max, row_sum, acc = _online_softmax_step(
             scores, v, row_max, row_sum, acc, ACC
         )
@@ -182,7 +182,7 @@ def flash_forward_kernel(
 
 @triton.jit
 def _query_tile(Q, DO, LSE, DELTA, LENS, head, rows, num_queries,
-                D: tl.constexpr):  # fmt: skip
+                D: tl.constexpr):
     """What the backward kernels read of the query tile at ``rows``: q and
     dO (BLOCK_Q, D), zeros past num_queries; the log-sum-exp, D_i and the
     lengths (BLOCK_Q,), +inf, 0 and 0 past num_queries."""
@@ -201,7 +201,7 @@ def _dkdv_step(
     Q, DO, LSE, DELTA, LENS, head, start, k, v, cols, grad_k, grad_v,
     num_queries, num_keys, scale, D: tl.constexpr, BLOCK_Q: tl.constexpr,
     CAUSAL: tl.constexpr, ACC: tl.constexpr,
-):  # fmt: skip
+):
     """Add one query tile's share to dK and dV (BLOCK_K, D) of a key tile."""
     rows = start + tl.arange(0, BLOCK_Q)
     q, grad_out, lse, delta, lens = _query_tile(
@@ -222,7 +222,7 @@ def flash_backward_dkdv_kernel(
     Q, K, V, DO, LSE, DELTA, DK, DV, LENS, num_queries, num_keys,
     D: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr,
     CAUSAL: tl.constexpr, ACC: tl.constexpr,
-):  # fmt: skip
+):
     block, head = tl.program_id(0), tl.program_id(1).to(tl.int64)
     cols = block * BLOCK_K + tl.arange(0, BLOCK_K)
     kv_at, kv_real = _tile_at(head, cols, num_keys, D)
@@ -245,12 +245,12 @@ def flash_backward_dkdv_kernel(
         grad_k, grad_v = _dkdv_step(
             Q, DO, LSE, DELTA, LENS, head, start, k, v, cols, grad_k, grad_v,
             num_queries, num_keys, scale, D, BLOCK_Q, CAUSAL, ACC,
-        )  # fmt: skip
+        )
     for start in range(whole_from, num_queries, BLOCK_Q):  # no causal mask
         grad_k, grad_v = _dkdv_step(
             Q, DO, LSE, DELTA, LENS, head, start, k, v, cols, grad_k, grad_v,
             num_queries, num_keys, scale, D, BLOCK_Q, False, ACC,
-        )  # fmt: skip
+        )
     grad_k = grad_k * scale
     tl.store(DK + kv_at, grad_k.to(DK.dtype.element_ty), mask=kv_real)
     tl.store(DV + kv_at, grad_v.to(DV.dtype.element_ty), mask=kv_real)
@@ -261,12 +261,12 @@ def _dq_step(
     K, V, head, start, q, rows, lens, grad_out, lse, delta, grad_q,
     num_queries, num_keys, scale, D: tl.constexpr, BLOCK_K: tl.constexpr,
     CAUSAL: tl.constexpr, ACC: tl.constexpr,
-):  # fmt: skip
+):
     """Add one key tile's share to dQ (BLOCK_Q, D) of a query tile."""
     k, v, scores = _key_tile(
         K, V, head, start, q, rows, lens, num_queries, num_keys, scale,
         D, BLOCK_K, CAUSAL, ACC,
-    )  # fmt: skip
+    )
     probs = tl.exp(scores - lse[:, None])  # 0 where hidden: -inf scores
     grad_probs = _matmul(grad_out, tl.trans(v), ACC)
     grad_scores = (probs * (grad_probs - delta[:, None])).to(k.dtype)
@@ -278,7 +278,7 @@ def flash_backward_dq_kernel(
     Q, K, V, DO, LSE, DELTA, DQ, LENS, num_queries, num_keys,
     D: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr,
     CAUSAL: tl.constexpr, ACC: tl.constexpr,
-):  # fmt: skip
+):
     block, head = tl.program_id(0), tl.program_id(1).to(tl.int64)
     rows = block * BLOCK_Q + tl.arange(0, BLOCK_Q)
     q, grad_out, lse, delta, lens = _query_tile(
@@ -293,12 +293,12 @@ def flash_backward_dq_kernel(
         grad_q = _dq_step(
             K, V, head, start, q, rows, lens, grad_out, lse, delta, grad_q,
             num_queries, num_keys, scale, D, BLOCK_K, False, ACC,
-        )  # fmt: skip
+        )
     for start in range(masked_from, end, BLOCK_K):  # across the diagonal
         grad_q = _dq_step(
             K, V, head, start, q, rows, lens, grad_out, lse, delta, grad_q,
             num_queries, num_keys, scale, D, BLOCK_K, CAUSAL, ACC,
-        )  # fmt: skip
+        )
     grad_q = grad_q * scale
     q_at, q_real = _tile_at(head, rows, num_queries, D)
     tl.store(DQ + q_at, grad_q.to(DQ.dtype.element_ty), mask=q_real)
@@ -406,7 +406,7 @@ def check_kernel_inputs(
         fitting = sorted(
             (q, k) for q in BLOCKS for k in BLOCKS
             if tile_fits(queries.dtype, width, q, k)
-        )  # fmt: skip
+        )
         raise ValueError(
             f"block_q x block_k must be a tile that fits an A100's and an "
             f"H100's shared memory, for d={width} in {queries.dtype} one of "
@@ -465,7 +465,7 @@ def triton_flash_forward(
     flash_forward_kernel[grid](
         queries, keys, values, output, lse, lens, num_queries, keys.shape[2],
         D=width, BLOCK_Q=block_q, BLOCK_K=block_k, CAUSAL=causal, ACC=acc,
-    )  # fmt: skip
+    )
     return output, lse
 
 
@@ -499,11 +499,11 @@ def triton_flash_backward(
     flash_backward_dkdv_kernel[(triton.cdiv(num_keys, block_k), B * H)](
         queries, keys, values, grad_output, lse, delta, grad_k, grad_v, lens,
         num_queries, num_keys, **sizes,
-    )  # fmt: skip
+    )
     flash_backward_dq_kernel[(triton.cdiv(num_queries, block_q), B * H)](
         queries, keys, values, grad_output, lse, delta, grad_q, lens,
         num_queries, num_keys, **sizes,
-    )  # fmt: skip
+    )
     return grad_q, grad_k, grad_v
 
 
@@ -535,7 +535,7 @@ def triton_flash_attention(
     return FlashAttention.apply(
         queries, keys, values, valid_lens, causal, block_q, block_k,
         (triton_flash_forward, triton_flash_backward),
-    )  # fmt: skip
+    )
 
 
 # ------------------------------------------------- compiling without a GPU
@@ -571,7 +571,7 @@ def compile_kernels(
     from triton.backends.compiler import GPUTarget
 
     element = "*" + {torch.float16: "fp16", torch.bfloat16: "bf16",
-                     torch.float32: "fp32", torch.float64: "fp64"}[dtype]  # fmt: skip
+                     torch.float32: "fp32", torch.float64: "fp64"}[dtype]
     stat = "*fp64" if dtype == torch.float64 else "*fp32"
     acc = tl.float64 if dtype == torch.float64 else tl.float32
     constants = dict(
