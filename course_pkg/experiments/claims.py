@@ -100,7 +100,7 @@ def rule(claim: Claim, values: list[float], chance: float | None) -> Verdict:
         claim: how the chapter uses the value.
         values: one value per run (n >= 2 for a standard deviation).
         chance: the chance level (the mean over runs of
-            :meth:`Claim.chance_in`), or None.
+            ``Claim.chance_in``), or None.
     Returns:
         the statistics, the limits and the verdict.
     """

@@ -72,7 +72,7 @@ def notebook_code(path: str | Path) -> str:
 
 def loaded_modules() -> list[str]:
     """The modules of ``course_pkg`` this process has imported, sorted,
-    without the record machinery (:data:`NOT_MEASURED`)."""
+    without the record machinery (``NOT_MEASURED``)."""
     return sorted(
         name
         for name in sys.modules

@@ -337,7 +337,7 @@ def _fitting_tiles() -> frozenset[tuple[str, int, int, int]]:
 def tile_fits(dtype: torch.dtype, d: int, block_q: int, block_k: int) -> bool:
     """Whether the kernels take tiles block_q x block_k of width d in dtype:
     compiled for sm80 and sm90, all three kernels within both GPUs' shared
-    memory (:data:`RESOURCES`)."""
+    memory (the record ``RESOURCES``, ``flash_resources.jsonl``)."""
     name = str(dtype).removeprefix("torch.")
     return (name, d, block_q, block_k) in _fitting_tiles()
 
