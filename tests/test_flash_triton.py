@@ -236,6 +236,47 @@ def test_bad_input_is_refused_before_launch(case):
         triton_flash_attention(**_arguments(**change))
 
 
+def _backward_arguments(**change):
+    q, k, v = (torch.randn(1, 2, 40, 16) for _ in range(3))
+    arguments = dict(
+        queries=q, keys=k, values=v,
+        output=torch.randn(1, 2, 40, 16), lse=torch.randn(1, 2, 40),
+        grad_output=torch.randn(1, 2, 40, 16),
+    )  # fmt: skip
+    arguments.update(change)
+    return arguments
+
+
+BAD_BACKWARD = {
+    "a short lse": (dict(lse=torch.randn(1, 2, 39)), ValueError, "lse"),
+    "lse in float64 for float32": (
+        dict(lse=torch.randn(1, 2, 40, dtype=torch.float64)), TypeError,
+        "lse must be torch.float32"),
+    "output of another width": (
+        dict(output=torch.randn(1, 2, 40, 32)), ValueError, "output"),
+    "grad_output of another length": (
+        dict(grad_output=torch.randn(1, 2, 41, 16)), ValueError,
+        "grad_output"),
+    "grad_output in float64": (
+        dict(grad_output=torch.randn(1, 2, 40, 16, dtype=torch.float64)),
+        TypeError, "grad_output"),
+    "lse not a tensor": (dict(lse=[0.0] * 40), TypeError, "lse"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", BAD_BACKWARD)
+def test_the_backward_refuses_results_of_another_forward(case, monkeypatch):
+    # the interpreter's checks pass for CPU tensors: these are the backward's
+    monkeypatch.setattr(flash_triton, "INTERPRETED", True)
+    launched = []
+    monkeypatch.setattr(
+        flash_triton, "flash_backward_dkdv_kernel", launched
+    )  # a launch would fail on indexing a list: none may happen
+    change, error, message = BAD_BACKWARD[case]
+    with pytest.raises(error, match=message):
+        flash_triton.triton_flash_backward(**_backward_arguments(**change))
+
+
 def test_the_interpreter_refuses_bfloat16(monkeypatch):
     monkeypatch.setattr(flash_triton, "INTERPRETED", True)
     arguments = _arguments()

@@ -145,3 +145,20 @@ def test_bad_input():
     cache = RollingKVCache(1, 2, 8, 4)
     with pytest.raises(ValueError, match="keys"):
         cache.append(torch.randn(1, 2, 2, 8), torch.randn(1, 2, 2, 8))
+
+
+@pytest.mark.parametrize("bad", ["keys", "values"])
+def test_a_refused_append_leaves_the_cache_as_it_was(bad):
+    cache = RollingKVCache(1, 2, 4, 3, value_width=5, dtype=torch.float64)
+    gen = torch.Generator().manual_seed(0)
+    k = torch.randn(1, 2, 1, 4, generator=gen, dtype=torch.float64)
+    v = torch.randn(1, 2, 1, 5, generator=gen, dtype=torch.float64)
+    cache.append(k, v)
+    before = (cache.keys.clone(), cache.values.clone(), cache.length)
+    wrong = {"keys": k, "values": v}
+    wrong[bad] = torch.ones(1, 2, 1, 7, dtype=torch.float64)  # a wrong width
+    with pytest.raises(ValueError, match=f"{bad} must have width"):
+        cache.append(wrong["keys"] + 1, wrong["values"] + 1)
+    assert torch.equal(cache.keys, before[0])
+    assert torch.equal(cache.values, before[1])
+    assert cache.length == before[2]

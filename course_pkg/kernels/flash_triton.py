@@ -32,6 +32,11 @@ from pathlib import Path
 
 import torch
 
+from course_pkg.checks import (
+    check_same_device,
+    check_same_float_dtype,
+    check_shape,
+)
 from course_pkg.flash import FlashAttention, check_flash_inputs
 
 try:
@@ -469,6 +474,33 @@ def triton_flash_forward(
     return output, lse
 
 
+def _check_backward_inputs(
+    queries: torch.Tensor,
+    values: torch.Tensor,
+    output: torch.Tensor,
+    lse: torch.Tensor,
+    grad_output: torch.Tensor,
+) -> None:
+    """Refuse a forward's results that do not belong to these inputs."""
+    B, H, num_queries, _ = queries.shape
+    rows = (B, H, num_queries, values.shape[3])
+    check_shape("output", output, rows, "(B, H, Q, d_v)")
+    check_shape("grad_output", grad_output, rows, "(B, H, Q, d_v)")
+    check_shape("lse", lse, (B, H, num_queries), "(B, H, Q)")
+    check_same_float_dtype(
+        queries=queries, output=output, grad_output=grad_output
+    )
+    forward = torch.float64 if queries.dtype == torch.float64 else torch.float32
+    if lse.dtype != forward:
+        raise TypeError(
+            f"lse must be {forward} for {queries.dtype} inputs (as "
+            f"triton_flash_forward returns it), got {lse.dtype}"
+        )
+    check_same_device(
+        queries=queries, output=output, lse=lse, grad_output=grad_output
+    )
+
+
 def triton_flash_backward(
     queries: torch.Tensor,
     keys: torch.Tensor,
@@ -482,11 +514,20 @@ def triton_flash_backward(
     block_k: int = 32,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The backward kernels: (dQ, dK, dV). D = rowsum(dO * O) is computed
-    here, in PyTorch (one pass over two (B, H, Q, d) tensors)."""
+    here, in PyTorch (one pass over two (B, H, Q, d) tensors).
+
+    Raises:
+        TypeError, ValueError: as :func:`check_kernel_inputs`; and if output
+            or grad_output is not (B, H, Q, d_v) of the queries' dtype, or
+            lse not (B, H, Q) of the forward's dtype, or one of them is on
+            another device: all before any launch (the kernels would read a
+            short lse out of bounds).
+    """
     check_kernel_inputs(
         queries, keys, values, valid_lens, causal, block_q, block_k
     )
-    grad_output = grad_output.contiguous()
+    _check_backward_inputs(queries, values, output, lse, grad_output)
+    grad_output, lse = grad_output.contiguous(), lse.contiguous()
     B, H, num_queries, width = queries.shape
     num_keys = keys.shape[2]
     acc, lens = _launch_setup(queries, keys, valid_lens)
