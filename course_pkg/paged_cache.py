@@ -167,10 +167,11 @@ def contiguous_waste(lengths: list[int], max_len: int) -> int:
     contiguous slots: sum(max_len - length).
 
     Raises:
-        TypeError/ValueError: if max_len is not an int >= 1, or a length
-            exceeds it.
+        TypeError/ValueError: if max_len is not an int >= 1, or lengths not
+            ints in [0, max_len].
     """
     check_positive_int("max_len", max_len)
+    _check_lengths(lengths)
     if any(length > max_len for length in lengths):
         raise ValueError(f"lengths must be <= max_len={max_len}")
     return sum(max_len - length for length in lengths)
@@ -178,6 +179,25 @@ def contiguous_waste(lengths: list[int], max_len: int) -> int:
 
 def paged_waste(lengths: list[int], block_size: int) -> int:
     """Positions allocated but not filled with blocks of block_size: the
-    unfilled tail of each sequence's last block."""
+    unfilled tail of each sequence's last block.
+
+    Raises:
+        TypeError/ValueError: if block_size is not an int >= 1, or lengths
+            not ints >= 0.
+    """
     check_positive_int("block_size", block_size)
+    _check_lengths(lengths)
     return sum(-length % block_size for length in lengths)
+
+
+def _check_lengths(lengths: list[int]) -> None:
+    """Refuse lengths that are not a list of ints >= 0 (a negative length
+    used to count as waste)."""
+    if not isinstance(lengths, (list, tuple)):
+        raise TypeError(
+            f"lengths must be a list of ints, got {type(lengths).__name__}"
+        )
+    for length in lengths:
+        check_int("lengths", length)
+        if length < 0:
+            raise ValueError(f"lengths must be >= 0, got {length}")

@@ -135,6 +135,17 @@ def test_waste_by_hand():
         contiguous_waste(lengths, 8)
 
 
+@pytest.mark.parametrize("waste", [contiguous_waste, paged_waste])
+def test_lengths_that_are_not_lengths_are_refused(waste):
+    # a negative length used to count as waste: -3 % 4 == 1, 16 - -3 == 19
+    with pytest.raises(ValueError, match="lengths must be >= 0"):
+        waste([2, -3], 16)
+    with pytest.raises(TypeError, match="lengths"):
+        waste([2, 3.5], 16)
+    with pytest.raises(TypeError, match="lengths"):
+        waste(5, 16)
+
+
 def test_meta_device():
     cache = PagedKVCache(8, 4, 2, 8, device="meta")
     cache.add_sequence(0)
