@@ -45,7 +45,7 @@ def parser(
     )
     options.add_argument(
         "--threads",
-        type=int,
+        type=at_least(1),
         default=threads,
         help="CPU threads (1 on a machine shared with other jobs)",
     )
@@ -55,10 +55,37 @@ def parser(
     if repeats is not None:
         integers["repeats"] = repeats
     for name, default in integers.items():
-        options.add_argument(f"--{name}", type=int, default=default)
+        # sizes and counts are >= 1; a warm-up (iterations or updates) may be 0
+        lowest = 0 if "warmup" in name else 1
+        options.add_argument(
+            f"--{name}", type=at_least(lowest), default=default
+        )
     if lengths is not None:
-        options.add_argument("--lengths", type=int, nargs="+", default=lengths)
+        options.add_argument(
+            "--lengths", type=at_least(1), nargs="+", default=lengths
+        )
     return options
+
+
+def at_least(lowest: int):
+    """An argparse type: an int >= lowest, refused with the usage message
+    (exit status 2) before any work starts."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"must be an int, got {text!r}"
+            ) from None
+        if value < lowest:
+            raise argparse.ArgumentTypeError(
+                f"must be >= {lowest}, got {value}"
+            )
+        return value
+
+    parse.__name__ = f"int >= {lowest}"
+    return parse
 
 
 def device_of(args: argparse.Namespace) -> torch.device:

@@ -153,3 +153,19 @@ def test_seq2seq_refuses_a_limit_below_one():
     result = run_script("seq2seq.py", "--device cpu --limit 0")
     assert result.returncode == 2
     assert "--limit must be >= 1, got 0" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "name, arguments, message",
+    [
+        ("pretrain.py", "--updates -5", "--updates: must be >= 1, got -5"),
+        ("flash.py", "--block 0", "--block: must be >= 1, got 0"),
+        ("attention.py", "--threads 0", "--threads: must be >= 1, got 0"),
+        ("long_context.py", "--seeds two", "--seeds: must be an int"),
+    ],
+)
+def test_a_size_below_one_is_refused_before_any_work(name, arguments, message):
+    # _common.parser's integer options: sizes and counts >= 1 (warm-ups >= 0)
+    result = run_script(name, arguments)
+    assert result.returncode == 2
+    assert message in result.stderr
