@@ -26,7 +26,6 @@ import torch
 from course_pkg.checks import (
     check_device,
     check_positive_int,
-    check_same_device,
     check_same_float_dtype,
 )
 from course_pkg.efficient_attention import _check_shape
@@ -170,24 +169,19 @@ class RollingKVCache:
             TypeError, ValueError: if keys or values do not have the shape,
                 float dtype and device of the cache (nothing is written).
         """
-        # every check before the first write: a refused call leaves the
-        # cache as it was (a value of the wrong width used to fail after the
-        # key was written)
-        _check_shape("keys", keys, "BG1d", (*self.keys.shape[:2], 1, None))
+        # every check before the first write, widths included: a refused
+        # call leaves the cache as it was (check_same_float_dtype also
+        # checks the device)
         _check_shape(
-            "values", values, "BG1d", (*self.values.shape[:2], 1, None)
+            "keys", keys, "BG1d", (*self.keys.shape[:2], 1, self.keys.shape[3])
         )
-        for name, new, cache in (
-            ("keys", keys, self.keys),
-            ("values", values, self.values),
-        ):
-            if new.shape[3] != cache.shape[3]:
-                raise ValueError(
-                    f"{name} must have width {cache.shape[3]} (the cache's), "
-                    f"got {new.shape[3]}"
-                )
+        _check_shape(
+            "values",
+            values,
+            "BG1d",
+            (*self.values.shape[:2], 1, self.values.shape[3]),
+        )
         check_same_float_dtype(keys=keys, values=values, cache=self.keys)
-        check_same_device(keys=keys, values=values, cache=self.keys)
         slot = self.length % self.window
         self.keys[:, :, slot] = keys[:, :, 0]
         self.values[:, :, slot] = values[:, :, 0]

@@ -157,7 +157,10 @@ def test_a_refused_append_leaves_the_cache_as_it_was(bad):
     before = (cache.keys.clone(), cache.values.clone(), cache.length)
     wrong = {"keys": k, "values": v}
     wrong[bad] = torch.ones(1, 2, 1, 7, dtype=torch.float64)  # a wrong width
-    with pytest.raises(ValueError, match=f"{bad} must have width"):
+    with pytest.raises(
+        ValueError,
+        match=rf"{bad} must have shape \(.*d={5 if bad == 'values' else 4}\)",
+    ):
         cache.append(wrong["keys"] + 1, wrong["values"] + 1)
     assert torch.equal(cache.keys, before[0])
     assert torch.equal(cache.values, before[1])

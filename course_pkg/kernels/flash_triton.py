@@ -462,9 +462,9 @@ def triton_flash_forward(
     B, H, num_queries, width = queries.shape
     acc, lens = _launch_setup(queries, keys, valid_lens)
     output = torch.empty_like(queries)
-    lse_dtype = torch.float64 if acc == tl.float64 else torch.float32
     lse = torch.empty(
-        (B, H, num_queries), dtype=lse_dtype, device=queries.device
+        (B, H, num_queries), dtype=_lse_dtype(queries.dtype),
+        device=queries.device,
     )
     grid = (triton.cdiv(num_queries, block_q), B * H)
     flash_forward_kernel[grid](
@@ -490,15 +490,17 @@ def _check_backward_inputs(
     check_same_float_dtype(
         queries=queries, output=output, grad_output=grad_output
     )
-    forward = torch.float64 if queries.dtype == torch.float64 else torch.float32
-    if lse.dtype != forward:
+    if lse.dtype != _lse_dtype(queries.dtype):
         raise TypeError(
-            f"lse must be {forward} for {queries.dtype} inputs (as "
-            f"triton_flash_forward returns it), got {lse.dtype}"
+            f"lse must be {_lse_dtype(queries.dtype)} for {queries.dtype} "
+            f"inputs (as triton_flash_forward returns it), got {lse.dtype}"
         )
-    check_same_device(
-        queries=queries, output=output, lse=lse, grad_output=grad_output
-    )
+    check_same_device(queries=queries, lse=lse)  # output's: checked above
+
+
+def _lse_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype of the forward's log-sum-exp: its accumulator's."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
 
 
 def triton_flash_backward(
