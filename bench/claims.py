@@ -43,7 +43,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import ast
 import concurrent.futures
 import datetime
 import importlib
@@ -61,6 +60,7 @@ from course_pkg.experiments.claims import (
     Sweep,
     chapter_claims,
     claims_table,
+    stored_run,
 )
 from course_pkg.experiments.provenance import machine
 
@@ -108,16 +108,10 @@ def swept_chapters() -> list[str]:
 
 def glued_record(nb) -> dict:
     """The run's record that the notebook's last cell glued (see report)."""
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            scrap = output.get("metadata", {}).get("scrapbook", {})
-            if scrap.get("name") == "claims_record":
-                data = output["data"]
-                text = next(
-                    v for k, v in data.items() if k.endswith("text/plain")
-                )
-                return json.loads(ast.literal_eval(text))  # a str's repr
-    raise RuntimeError("the notebook glued no claims_record (report())")
+    record = stored_run(nb.cells)
+    if record is None:
+        raise RuntimeError("the notebook glued no claims_record (report())")
+    return record
 
 
 def seeded(nb, chapter: str, seed: int):

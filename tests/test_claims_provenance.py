@@ -24,7 +24,6 @@ on deliberately stale records.
 
 from __future__ import annotations
 
-import ast
 import json
 import pathlib
 import shutil
@@ -36,7 +35,12 @@ from course_pkg.experiments.bench_records import (
     read,
     stamp_of,
 )
-from course_pkg.experiments.claims import RECORDS, Run, chapter_claims
+from course_pkg.experiments.claims import (
+    RECORDS,
+    Run,
+    chapter_claims,
+    stored_run,
+)
 from course_pkg.experiments.provenance import fingerprint, notebook_code
 from tests.toc_notebooks import toc_notebooks
 
@@ -56,15 +60,7 @@ def swept() -> list[str]:
 
 def stored_record(notebook: pathlib.Path) -> dict | None:
     """The run record the stored notebook glued (None if it glued none)."""
-    for cell in json.loads(notebook.read_text())["cells"]:
-        for output in cell.get("outputs", []):
-            scrap = output.get("metadata", {}).get("scrapbook", {})
-            if scrap.get("name") == "claims_record":
-                text = output["data"][
-                    "application/papermill.record/text/plain"
-                ]
-                return json.loads(ast.literal_eval(text))
-    return None
+    return stored_run(json.loads(notebook.read_text())["cells"])
 
 
 def provenance_problems(

@@ -14,6 +14,8 @@ import re
 
 import pytest
 
+from course_pkg.experiments.claims import glued_values
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # {glue}`name`, {glue:text}`name:.2f`, ```{glue:figure} name, :::{glue:md} name
 USES = re.compile(
@@ -32,12 +34,7 @@ def used_names(cells: list[dict]) -> set[str]:
 
 
 def glued_names(cells: list[dict]) -> set[str]:
-    return {
-        o["metadata"]["scrapbook"]["name"]
-        for c in cells
-        for o in c.get("outputs", [])
-        if "name" in o.get("metadata", {}).get("scrapbook", {})
-    }
+    return set(glued_values(cells))
 
 
 @pytest.mark.parametrize(
@@ -59,7 +56,10 @@ def test_the_patterns_find_roles_and_directives():
     )
     cells = [{"cell_type": "markdown", "source": [prose]}]
     assert used_names(cells) == {"loss", "n", "curve", "table"}
-    stored = {"metadata": {"scrapbook": {"name": "loss"}}}
+    stored = {
+        "metadata": {"scrapbook": {"name": "loss"}},
+        "data": {"application/papermill.record/text/plain": "'0.25'"},
+    }
     assert glued_names([{"cell_type": "code", "outputs": [stored]}]) == {
         "loss"
     }

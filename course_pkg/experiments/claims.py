@@ -26,6 +26,7 @@ What each chapter claims is listed beside its experiments, in
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib
 import json
@@ -332,6 +333,30 @@ def report(
     else:
         glue("claims_record", json.dumps(record), display=False)
     return claims_table(sweep, claims)
+
+
+def glued_values(cells: list[dict]) -> dict[str, str]:
+    """What a stored notebook glued: name -> the value's text (the repr
+    myst-nb stores), from the outputs of ``cells`` (a notebook's cells, as
+    JSON dicts or nbformat nodes)."""
+    values = {}
+    for cell in cells:
+        for output in cell.get("outputs", []):
+            name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name is not None:
+                values[name] = next(
+                    v
+                    for k, v in output["data"].items()
+                    if k.endswith("text/plain")
+                )
+    return values
+
+
+def stored_run(cells: list[dict]) -> dict | None:
+    """The run record :func:`report` glued in a stored notebook's cells
+    (None if there is none)."""
+    text = glued_values(cells).get("claims_record")
+    return None if text is None else json.loads(ast.literal_eval(text))
 
 
 def claims_table(sweep: Sweep, claims: dict[str, float] | None = None) -> str:
