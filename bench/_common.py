@@ -2,7 +2,7 @@
 run on, timing several paths in turns, the verdict line of a target, and
 the Transformer chapters' training loop (one rate per epoch).
 
-The timing itself is :mod:`course_pkg.cost`'s; a script imports this module
+The timing itself is :mod:`course_pkg.evaluation.cost`'s; a script imports this module
 as ``_common`` (its own folder is on ``sys.path`` when it runs).
 """
 
@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import torch
 
-from course_pkg.cost import call_seconds
 from course_pkg.device import get_device
-from course_pkg.train import train_seq2seq
+from course_pkg.evaluation.cost import call_seconds
+from course_pkg.training.loop import train_seq2seq
 
 
 def parser(
@@ -135,7 +135,7 @@ def train_rate_per_epoch(
     Args:
         model: the encoder–decoder. data: its dataloaders (``train``,
             ``tgt_vocab``). rates: the learning rate of each epoch.
-        options: passed on to :func:`course_pkg.train.train_seq2seq`
+        options: passed on to :func:`course_pkg.training.loop.train_seq2seq`
             (``device``, ``grad_clip``, ``label_smoothing``).
     """
     optimizer = torch.optim.Adam(model.parameters(), lr=rates[0])

@@ -29,8 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_pkg.attention import MultiHeadAttention, copy_weights_from_torch
 from course_pkg.device import describe_device, seed_everything
+from course_pkg.nn.attention import MultiHeadAttention, copy_weights_from_torch
 
 from _common import device_of, interleaved_medians, parser, verdict
 

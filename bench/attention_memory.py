@@ -5,7 +5,7 @@ forward only, under ``torch.no_grad()`` (inference; the outputs are checked to a
 
 - ``explicit``   the course's teaching path, ``DotProductAttention`` with ``need_weights=True``
                  on heads folded into the batch: it builds the (B*H, T, T) scores and weights.
-- ``blockwise``  ``course_pkg.efficient_attention.blockwise_attention``: FlashAttention's online
+- ``blockwise``  ``course_pkg.kernels.blockwise.blockwise_attention``: FlashAttention's online
                  softmax in plain PyTorch, keys in blocks of ``--block-size``; the largest score
                  tensor is (B, H, T, block_size).
 - ``sdpa``       ``torch.nn.functional.scaled_dot_product_attention``: torch's fused kernel (on the
@@ -18,7 +18,7 @@ memory and read them back. A fused kernel (FlashAttention, or ``sdpa``) keeps a 
 registers/on-chip memory, never writes them out, and launches one kernel for the whole loop, which
 is where its speed over both other paths comes from.
 
-How memory is measured (``course_pkg.memory.peak_memory``, tested in tests/test_memory.py). On
+How memory is measured (``course_pkg.evaluation.memory.peak_memory``, tested in tests/test_memory.py). On
 CUDA: ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats``, minus what was
 allocated before the call. On the CPU there is no such counter, and process-level numbers (RSS)
 are useless here: glibc returns big blocks to the system lazily and small ones never, so RSS
@@ -58,12 +58,12 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from course_pkg.cost import median_seconds
 from course_pkg.device import describe_device, seed_everything
-from course_pkg.efficient_attention import blockwise_attention
+from course_pkg.evaluation.cost import median_seconds
+from course_pkg.evaluation.memory import peak_memory
 from course_pkg.experiments import bench_records
-from course_pkg.memory import peak_memory
-from course_pkg.scoring import DotProductAttention
+from course_pkg.kernels.blockwise import blockwise_attention
+from course_pkg.nn.scoring import DotProductAttention
 
 from _common import device_of, parser, verdict
 

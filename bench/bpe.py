@@ -1,4 +1,4 @@
-"""Speed of byte-level BPE: course_pkg.bpe against Hugging Face tokenizers.
+"""Speed of byte-level BPE: course_pkg.data.bpe against Hugging Face tokenizers.
 
 Trains both on the first --train-chars characters of the Shakespeare
 training text (same vocabulary size, same pre-tokenization), then encodes the
@@ -17,7 +17,7 @@ import argparse
 import json
 import time
 
-from course_pkg import bpe, shakespeare
+from course_pkg.data import bpe, shakespeare
 
 
 def seconds(fn, repeats: int) -> tuple[float, object]:

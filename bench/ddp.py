@@ -35,19 +35,19 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from course_pkg.corpus import english_french_corpus
-from course_pkg.data import translation_dataloaders
-from course_pkg.data_parallel import (
+from course_pkg.data.corpus import english_french_corpus
+from course_pkg.data.translation import translation_dataloaders
+from course_pkg.device import seed_everything
+from course_pkg.models.seq2seq import SETTINGS
+from course_pkg.training.data_parallel import (
     all_reduce_gradients,
     free_port,
     process_group,
     sharded_loader,
     train_step,
 )
-from course_pkg.device import seed_everything
-from course_pkg.distributed import build_model
-from course_pkg.seq2seq import SETTINGS
-from course_pkg.train import masked_cross_entropy
+from course_pkg.training.distributed import build_model
+from course_pkg.training.loop import masked_cross_entropy
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,7 +8,7 @@ self-attention on (B, H, T, d) tensors, as T grows. The paths:
 - ``sdpa``          ``torch.nn.functional.scaled_dot_product_attention``, PyTorch's own choice
                     of kernel, and ``sdpa-<backend>`` with one backend forced (math, flash,
                     efficient, cudnn: those that run on the device for these inputs);
-- ``ours-pytorch``  ``course_pkg.flash.flash_attention``: the chapter's tiled algorithm in
+- ``ours-pytorch``  ``course_pkg.kernels.flash.flash_attention``: the chapter's tiled algorithm in
                     PyTorch, a Python loop over tiles (a reference, not a fast path);
 - ``ours-triton``   ``course_pkg.kernels.flash_triton.triton_flash_attention``, on CUDA only.
                     On the CPU the Triton kernels run only in Triton's interpreter, which is for
@@ -17,7 +17,7 @@ self-attention on (B, H, T, d) tensors, as T grows. The paths:
 Every path is first checked against ``sdpa-math`` (outputs and gradients) and the script stops
 if one disagrees. Times are medians of ``--repeats`` calls taken in turns after ``--warmup``;
 ratios are against ``sdpa`` measured in the same run. Peak memory is
-``course_pkg.memory.peak_memory`` of one call (profiler allocator events on the CPU, the
+``course_pkg.evaluation.memory.peak_memory`` of one call (profiler allocator events on the CPU, the
 allocator's peak counter on CUDA), above the inputs.
 
 Targets, on a GPU only: at T = 4096, d = 64, bfloat16, ours-triton within 1.3x of
@@ -46,8 +46,8 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from course_pkg.device import describe_device, seed_everything
-from course_pkg.flash import flash_attention
-from course_pkg.memory import peak_memory
+from course_pkg.evaluation.memory import peak_memory
+from course_pkg.kernels.flash import flash_attention
 
 from _common import device_of, interleaved_medians, parser
 

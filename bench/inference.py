@@ -4,12 +4,12 @@ In one run, each part printed as ratios against its peer measured in the
 same run:
 
 1. cache bytes per token and at 32k tokens for the published configurations
-   (course_pkg.kv_memory), relative to multi-head Llama-2-7B;
+   (course_pkg.inference.kv_memory), relative to multi-head Llama-2-7B;
 2. wasted cache bytes (allocated - used) for a batch of sequences of random
    lengths, contiguous caches reserved for the maximum length against paged
    caches of several block sizes (Llama-3-8B's bytes per token);
-3. tokens per second of greedy decoding, plain (course_pkg.gpt.generate)
-   against speculative (course_pkg.speculative), with the chapter's GPT as
+3. tokens per second of greedy decoding, plain (course_pkg.models.gpt.generate)
+   against speculative (course_pkg.inference.speculative), with the chapter's GPT as
    target and a GPT of half its depth as draft, both trained on the course
    corpus here (checked identical in float64 before timing);
 4. seconds per decoded token of one attention layer at long lengths: a cache
@@ -26,14 +26,8 @@ import time
 import torch
 
 from course_pkg import seed_everything
-from course_pkg.corpus import english_french_corpus
-from course_pkg.gpt import GPT, generate
-from course_pkg.kv_memory import (
-    PUBLISHED_CONFIGS,
-    kv_bytes_per_token,
-    kv_cache_bytes,
-)
-from course_pkg.lm_translation import (
+from course_pkg.data.corpus import english_french_corpus
+from course_pkg.experiments.lm_translation import (
     GPT_SETTINGS,
     GPTSettings,
     prompt_ids,
@@ -41,9 +35,18 @@ from course_pkg.lm_translation import (
     translation_lm_loader,
     translation_lm_vocab,
 )
-from course_pkg.paged_cache import contiguous_waste, paged_waste
-from course_pkg.sliding_window import RollingKVCache, sliding_window_attention
-from course_pkg.speculative import speculative_generate
+from course_pkg.inference.kv_memory import (
+    PUBLISHED_CONFIGS,
+    kv_bytes_per_token,
+    kv_cache_bytes,
+)
+from course_pkg.inference.paged_cache import contiguous_waste, paged_waste
+from course_pkg.inference.speculative import speculative_generate
+from course_pkg.models.gpt import GPT, generate
+from course_pkg.nn.sliding_window import (
+    RollingKVCache,
+    sliding_window_attention,
+)
 
 import _common
 

@@ -1,10 +1,10 @@
 """Longer than trained: copy-back accuracy at 1, 2, 4 and 8 times the trained length, per position scheme, over seeds.
 
-Each seed trains one :class:`course_pkg.toy_tasks.CopyBack` per scheme on
+Each seed trains one :class:`course_pkg.experiments.toy_tasks.CopyBack` per scheme on
 lengths up to L (learned table, sinusoidal table, RoPE, ALiBi); the RoPE
 model is also tested with position interpolation and NTK-aware scaling by
 the factor T' / L, without fine-tuning
-(:func:`course_pkg.toy_tasks.copy_back_at_lengths`). It prints the mean,
+(:func:`course_pkg.experiments.toy_tasks.copy_back_at_lengths`). It prints the mean,
 standard deviation, minimum and maximum of the accuracy over seeds, and
 the floor min - 3 std the chapter's assertions may use.
 
@@ -38,10 +38,9 @@ import time
 import torch
 import torch.nn.functional as F
 
-from course_pkg import toy_tasks
 from course_pkg.checks import check_token_ids
-from course_pkg.experiments import bench_records
-from course_pkg.toy_tasks import (
+from course_pkg.experiments import bench_records, toy_tasks
+from course_pkg.experiments.toy_tasks import (
     LENGTH_VARIANTS,
     CopyBack,
     accuracy_by_position,

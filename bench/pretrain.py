@@ -1,21 +1,21 @@
 """Pretraining a GPT-2-exact model on Shakespeare: characters against byte-pair tokens at equal tokens, every choice made on development plays.
 
 The longer run of the chapter "Pretraining on real text" (``make pretrain``).
-The 39 training works of :func:`course_pkg.shakespeare.train_valid_text` lose
+The 39 training works of :func:`course_pkg.data.shakespeare.train_valid_text` lose
 two whole plays, :data:`DEV_PLAYS`, which become the development text: every
 choice of the run is made on them (each count model's k, the peak learning
 rate), and the held-out plays (Hamlet, Twelfth Night, King Richard II) are
 scored once, at the end, by what was chosen. For each tokenizer asked for
-(``char``, ``bpe``: :func:`course_pkg.bpe.train_bpe` on the training text) it
+(``char``, ``bpe``: :func:`course_pkg.data.bpe.train_bpe` on the training text) it
 
 1. encodes the training, development and held-out texts;
 2. fits add-k count models of orders 1 to --max-order on the training text,
    k chosen on the development text, and scores the held-out text;
-3. trains :class:`course_pkg.gpt2.GPT2` for --search-updates updates at each
+3. trains :class:`course_pkg.models.gpt2.GPT2` for --search-updates updates at each
    peak rate of --lrs (warm-up --search-warmup, the same cosine) and keeps
    the rate with the lowest loss on the development windows;
 4. trains the same model from the same seed for --updates updates at that
-   rate (:func:`course_pkg.lm_pretrain.pretrain_lm`: AdamW, linear warm-up
+   rate (:func:`course_pkg.training.lm_pretraining.pretrain_lm`: AdamW, linear warm-up
    then cosine decay, clipping); every --eval-every updates it measures the
    loss on --eval-windows fixed windows of the training text and of the
    development text, with the tokens seen and the training FLOPs so far;
@@ -29,7 +29,7 @@ V-row embedding: 2 V D per token, which makes a larger vocabulary cost more),
 plus 2 L T D for the causal attention's scores and weighted sums (on average
 over the T positions of a window). :func:`flops_per_token` computes it; the
 run checks its matrix-product part against
-:func:`course_pkg.cost.count_flops` on one update.
+:func:`course_pkg.evaluation.cost.count_flops` on one update.
 
 It prints every step, writes a checkpoint and a JSON file per tokenizer under
 --out, with --record the rows of the run as the bench record ``pretrain``
@@ -53,13 +53,14 @@ import time
 
 import torch
 
-from course_pkg.checkpoint import save_checkpoint
-from course_pkg.cost import count_flops
+from course_pkg.data.shakespeare import load_works, train_valid_text
 from course_pkg.device import describe_device, seed_everything
+from course_pkg.evaluation.cost import count_flops
 from course_pkg.experiments import bench_records
-from course_pkg.gpt import generate
-from course_pkg.gpt2 import GPT2
-from course_pkg.lm_pretrain import (
+from course_pkg.models.gpt import generate
+from course_pkg.models.gpt2 import GPT2
+from course_pkg.training.checkpoint import save_checkpoint
+from course_pkg.training.lm_pretraining import (
     CharTokenizer,
     LMSettings,
     NGramModel,
@@ -69,7 +70,6 @@ from course_pkg.lm_pretrain import (
     pretrain_lm,
     validation_windows,
 )
-from course_pkg.shakespeare import load_works, train_valid_text
 
 import _common
 
@@ -83,7 +83,7 @@ DEV_PLAYS = ("Macbeth", "As You Like It")
 def make_tokenizer(name: str, train_text: str, vocab_size: int):
     if name == "char":
         return CharTokenizer(train_text)
-    from course_pkg.bpe import train_bpe
+    from course_pkg.data.bpe import train_bpe
 
     return train_bpe(train_text, vocab_size)
 

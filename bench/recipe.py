@@ -38,15 +38,15 @@ import time
 
 import torch
 
-from course_pkg.corpus import english_french_corpus
-from course_pkg.data import translation_dataloaders
-from course_pkg.decode import translate
+from course_pkg.data.corpus import english_french_corpus
+from course_pkg.data.translation import translation_dataloaders
 from course_pkg.device import describe_device, seed_everything
+from course_pkg.evaluation.bleu import corpus_bleu
 from course_pkg.experiments import bench_records
-from course_pkg.metrics import corpus_bleu
-from course_pkg.seq2seq import SETTINGS
-from course_pkg.train import train_seq2seq, warmup_inverse_sqrt
-from course_pkg.transformer import Transformer, TransformerSettings
+from course_pkg.inference.decode import translate
+from course_pkg.models.seq2seq import SETTINGS
+from course_pkg.models.transformer import Transformer, TransformerSettings
+from course_pkg.training.loop import train_seq2seq, warmup_inverse_sqrt
 
 from _common import device_of, parser, train_rate_per_epoch
 

@@ -2,7 +2,7 @@
 
 Trains the plain encoder–decoder (chapter "The encoder–decoder architecture") and the Bahdanau
 attention model (chapter "Bahdanau attention") with the chapters' settings
-(``course_pkg.seq2seq.SETTINGS``) on the course's synthetic English–French corpus, then prints for
+(``course_pkg.models.seq2seq.SETTINGS``) on the course's synthetic English–French corpus, then prints for
 each: training time, training throughput (target tokens per second, padding excluded) and
 corpus BLEU-4 on the test split with greedy decoding. The peer of the attention model is the
 plain model measured in the same run: its throughput ratio says what attention costs per token,
@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from course_pkg.corpus import english_french_corpus
-from course_pkg.data import translation_dataloaders
-from course_pkg.decode import translate
+from course_pkg.data.corpus import english_french_corpus
+from course_pkg.data.translation import translation_dataloaders
 from course_pkg.device import describe_device, seed_everything
-from course_pkg.metrics import corpus_bleu
-from course_pkg.seq2seq import SETTINGS, seq2seq_model
-from course_pkg.train import train_seq2seq
+from course_pkg.evaluation.bleu import corpus_bleu
+from course_pkg.inference.decode import translate
+from course_pkg.models.seq2seq import SETTINGS, seq2seq_model
+from course_pkg.training.loop import train_seq2seq
 
 from _common import device_of, parser
 

@@ -5,7 +5,7 @@ probability alpha, and emits (1 - alpha^(gamma + 1)) / (1 - alpha) tokens
 on average for gamma draft proposals and one target pass over gamma + 1
 positions. In units of the target's pass over one position, c (a draft
 proposal) and v (the target's pass over gamma + 1 positions) decide the
-speed-up (:func:`course_pkg.speculative.predicted_speedup`). This script
+speed-up (:func:`course_pkg.inference.speculative.predicted_speedup`). This script
 measures each term and then the speed itself:
 
 1. pass times (CPU seconds of this thread, the median of many calls after
@@ -18,7 +18,7 @@ measures each term and then the speed itself:
 2. alpha, the acceptance rate at gamma = 1, and the tokens per target
    pass at every gamma, for the three drafts of the chapter's target on
    the 60 test prompts the chapter uses (greedy, up to 20 tokens);
-3. end to end, plain greedy decoding (course_pkg.gpt.generate) against
+3. end to end, plain greedy decoding (course_pkg.models.gpt.generate) against
    speculative decoding with each draft and gamma on the same prompts:
    CPU seconds of the whole decoding, the paths taking turns, the median of
    the repeats; the output is checked identical to plain greedy decoding in
@@ -44,11 +44,10 @@ import time
 import torch
 
 from course_pkg import seed_everything
-from course_pkg.corpus import english_french_corpus
-from course_pkg.data import tokenize
+from course_pkg.data.corpus import english_french_corpus
+from course_pkg.data.translation import tokenize
 from course_pkg.experiments import bench_records
-from course_pkg.gpt import GPT, generate
-from course_pkg.lm_translation import (
+from course_pkg.experiments.lm_translation import (
     GPT_SETTINGS,
     GPTSettings,
     prompt_ids,
@@ -56,12 +55,13 @@ from course_pkg.lm_translation import (
     translation_lm_loader,
     translation_lm_vocab,
 )
-from course_pkg.speculative import (
+from course_pkg.inference.speculative import (
     NGramDraft,
     PromptLookupDraft,
     measure_speculation,
     speculative_generate,
 )
+from course_pkg.models.gpt import GPT, generate
 
 import _common
 

@@ -36,11 +36,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_pkg.attention import copy_weights_from_torch
-from course_pkg.cost import median_seconds
 from course_pkg.device import describe_device, seed_everything
-from course_pkg.positional import PositionalEncoding
-from course_pkg.transformer import Transformer
+from course_pkg.evaluation.cost import median_seconds
+from course_pkg.models.transformer import Transformer
+from course_pkg.nn.attention import copy_weights_from_torch
+from course_pkg.nn.positional import PositionalEncoding
 
 from _common import device_of, interleaved_medians, parser
 

@@ -1,63 +1,33 @@
 """course_pkg: the code behind "Attention, tested".
 
-One module per concept, in the order the book introduces them. A new piece
-of code goes into the module of its concept; a new concept gets a module.
+The package reads as a map. The top level holds what every module uses
+(``device``, ``checks``, ``files``, ``plotting``); each kind of code has a
+subpackage, and inside it one module per concept:
 
-=========================  =================================================
-Module                     What it holds (chapter)
-=========================  =================================================
-``device``                 choosing the device, seeding (every chapter)
-``checks``                 the input checks every module shares
-``files``                  writing a file atomically
-``data``                   normal form, tokens, ``Vocab``, arrays, loaders
-``corpus_grammar``         words and meanings of the generated corpus
-``corpus``                 the generated English–French corpus
-``tatoeba``                the real Tatoeba pairs: download and loader
-``shakespeare``            Shakespeare's works: verified, read, split by play
-``bpe``                    byte-level BPE: training, encoding, decoding
-``encoder_decoder``        the interface every translation model implements
-``gru``                    the GRU layer: time-major, checked, initialised
-``seq2seq``                GRU encoder–decoder, Bahdanau decoder, settings
-``luong``                  Luong's attention decoder (attention after the GRU step)
-``train``                  masked cross-entropy, the training loop
-``checkpoint``             checkpoints verified before they are loaded
-``decode``                 greedy decoding and beam search
-``metrics``                sentence and corpus BLEU
-``kernel_regression``      Nadaraya–Watson attention pooling
-``masks``                  padding and causal masks, the masked softmax
-``scoring``                additive, dot-product and Luong attention
-``attention``              multi-head attention and its key/value cache
-``toy_tasks``              the neighbour and copy-back tasks
-``positional``             sinusoidal and learned positional encodings
-``transformer_blocks``     FFN, AddNorm, encoder and decoder blocks, TokenStack
-``transformer``            settings, encoder, decoder, the Transformer
-``attention_reading``      where a trained decoder looks, over a test set
-``cost``                   sequential depth, FLOPs, timing a call
-``data_parallel``          data parallelism by hand: group, shards, all-reduce, step
-``distributed``            the torchrun entry point: data-parallel training
-``rotary``                 rotary position embedding (RoPE)
-``efficient_attention``    blockwise and grouped-query attention
-``modern_block``           RMSNorm, SwiGLU, pre-norm blocks
-``memory``                 measuring the memory a computation allocates
-``flash``                  FlashAttention in PyTorch: forward, backward, bytes
-``kernels``                Triton kernels (``kernels.flash_triton``)
-``bert``                   BERT's encoder, heads, masking; BERT as published
-``bert_data``              BERT's inputs: vocabulary, segments, labels
-``pretrain``               pretraining BERT and fine-tuning it
-``bert_experiment``        the BERT chapter's pretrained-vs-scratch experiment
-``gpt``                    a decoder-only Transformer, sampling, its cache
-``lm_translation``         translation as language modelling with a GPT
-``lm_variants``            a GPT with options: KV heads, norm, FFN, placement
-``gpt2``                   GPT-2 as published, from the course's pieces
-``hf``                     Hugging Face GPT-2 and BERT weights, to and from ours
-``lm_pretrain``            pretraining on a token stream: baselines, bits/byte
-``plotting``               heatmaps and line plots
-``kv_memory``              KV-cache bytes per token; published models
-``sliding_window``         sliding-window attention, the rolling cache
-``paged_cache``            the paged KV cache: blocks, tables, waste
-``speculative``            speculative decoding: draft, verify, resample
-``long_context``           ALiBi, position interpolation, NTK-aware RoPE
-=========================  =================================================
+=================  ========================================================
+Subpackage         What it holds
+=================  ========================================================
+``nn``             attention layers and blocks: masks, scoring, multi-head
+                   and grouped-query attention, positions (sinusoidal,
+                   rotary, their scaling), sliding windows, the GRU layer,
+                   Transformer and pre-norm blocks
+``models``         the models: GRU encoder-decoders, Nadaraya-Watson, the
+                   Transformer, BERT, GPT, GPT-2, their weights'
+                   converters
+``kernels``        attention algorithms as kernels: blockwise, FlashAttention
+                   in PyTorch, the Triton kernels
+``data``           data and tokenizers: the translation pipeline, the
+                   generated corpus, Tatoeba, Shakespeare, BPE, BERT's inputs
+``training``       the loop and its schedules, checkpoints, BERT and LM
+                   pretraining, data parallelism
+``inference``      decoding, caches and their memory, speculative decoding
+``evaluation``     BLEU, cost, memory
+``experiments``    the chapters' experiments and claims, and their records
+=================  ========================================================
+
+Imports go one way: the library (everything but ``experiments``) never
+imports ``experiments``; the experiments import the library; the notebooks
+import both.
 
 Shape letters, the same in code, docstrings and the book (where each is a size,
 in italic; bold letters are the matrices and vectors):
@@ -90,7 +60,7 @@ in italic; bold letters are the matrices and vectors):
 The beam width is spelled ``beam_size``.
 
 Bad input, one rule for every public function, class and method (the
-validators live in :mod:`course_pkg.checks`): a wrong *type or dtype*
+shared validators live in :mod:`course_pkg.checks`): a wrong *type or dtype*
 raises ``TypeError``, a wrong *value, shape or device* raises
 ``ValueError``; the message names the argument, what was expected and what
 was given, and it is raised before any computation or state change (no

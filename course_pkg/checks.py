@@ -383,6 +383,26 @@ def check_shape(
         )
 
 
+def check_axes(
+    name: str, tensor: object, letters: str, sizes: tuple[int | None, ...]
+) -> None:
+    """TypeError if not a tensor, ValueError unless its shape is sizes
+    (None: any size); letters name the axes, e.g. "BHQd"."""
+    named = (a if n is None else f"{a}={n}" for a, n in zip(letters, sizes))
+    shape = f"({', '.join(named)})"
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(
+            f"{name} must be a torch.Tensor of shape {shape}, "
+            f"got {type(tensor).__name__}"
+        )
+    if tensor.dim() != len(sizes) or any(
+        n is not None and actual != n for actual, n in zip(tensor.shape, sizes)
+    ):
+        raise ValueError(
+            f"{name} must have shape {shape}, got {tuple(tensor.shape)}"
+        )
+
+
 def check_positive_int(name: str, value: Any) -> None:
     """Refuse anything but an int >= 1 (bool excluded).
 

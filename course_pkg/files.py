@@ -1,9 +1,9 @@
 """Writing files so that a crash never leaves half of one behind, and keeping
 what takes seconds to compute.
 
-:func:`write_atomically` is used by :func:`course_pkg.checkpoint.save_checkpoint`,
-:func:`course_pkg.tatoeba.download_fra_eng` and :func:`cached_json`, which
-keeps the generated corpus (:mod:`course_pkg.corpus`) on disk so that every
+:func:`write_atomically` is used by :func:`course_pkg.training.checkpoint.save_checkpoint`,
+:func:`course_pkg.data.tatoeba.download_fra_eng` and :func:`cached_json`, which
+keeps the generated corpus (:mod:`course_pkg.data.corpus`) on disk so that every
 notebook after the first reads it instead of generating it again.
 """
 

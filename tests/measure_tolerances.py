@@ -160,7 +160,7 @@ def _positional_rotation(F32, F64):
     """test_positional: the float32 table rotated by delta against the table delta rows on."""
     import torch
 
-    from course_pkg.positional import sinusoidal_table
+    from course_pkg.nn.positional import sinusoidal_table
 
     D, delta = 16, 3
 
@@ -201,7 +201,7 @@ def _positional_vs_d2l(F32, F64):
     import d2l.torch as d2l
     import torch
 
-    from course_pkg.positional import PositionalEncoding
+    from course_pkg.nn.positional import PositionalEncoding
 
     ours = PositionalEncoding(32, 0.0, max_len=200).P
     theirs = d2l.PositionalEncoding(32, 0.0, max_len=200).P
@@ -226,7 +226,7 @@ def _distributed_sgd(F32, F64):
 
     import torch
 
-    from course_pkg import distributed
+    from course_pkg.training import distributed
     from tests import test_distributed as td
 
     flags, _ = td.RUNS["float32, SGD"]

@@ -1,4 +1,4 @@
-"""Tests of course_pkg.attention: masks, scoring functions and multi-head attention.
+"""Tests of course_pkg.nn.attention: masks, scoring functions and multi-head attention.
 
 Peers nobody here wrote: torch.nn.functional.scaled_dot_product_attention,
 torch.nn.MultiheadAttention and d2l.torch (the course's reference implementation).
@@ -16,21 +16,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from course_pkg.attention import (
+from course_pkg.nn.attention import (
     KVCache,
     MultiHeadAttention,
     copy_weights_from_torch,
     transpose_output,
     transpose_qkv,
 )
-from course_pkg.masks import (
+from course_pkg.nn.masks import (
     attention_mask,
     causal_mask,
     masked_softmax,
     query_key_distance,
     sequence_mask,
 )
-from course_pkg.scoring import (
+from course_pkg.nn.scoring import (
     AdditiveAttention,
     DotProductAttention,
     LuongAttention,

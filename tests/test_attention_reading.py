@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_pkg.attention_reading import (
+from course_pkg.data.corpus import english_french_corpus
+from course_pkg.experiments.attention_reading import (
     POSTPOSED_ADJECTIVES,
     adjective_attention,
     compare_rankings,
     gradient_x_input,
     seq2seq_attribution,
 )
-from course_pkg.corpus import english_french_corpus
-from course_pkg.seq2seq import Seq2SeqSettings, seq2seq_model
+from course_pkg.models.seq2seq import Seq2SeqSettings, seq2seq_model
 
 
 def one_hot_rows(argmaxes: list[list[int]], S: int, T: int) -> torch.Tensor:

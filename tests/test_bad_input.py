@@ -47,29 +47,30 @@ import torch
 from torch import nn
 
 import course_pkg
-from course_pkg import (
-    attention,
+from course_pkg.data import translation
+from course_pkg.experiments import toy_tasks
+from course_pkg.inference import kv_memory, paged_cache
+from course_pkg.models import (
     bert,
-    data,
-    efficient_attention,
     gpt,
     gpt2,
-    hf,
-    kernel_regression,
-    kv_memory,
-    lm_variants,
+    hf_weights,
     luong,
-    modern_block,
-    paged_cache,
+    nadaraya_watson,
+    seq2seq,
+    transformer,
+    variant_gpt,
+)
+from course_pkg.nn import (
+    attention,
+    blocks,
+    grouped_query,
+    modern_blocks,
     positional,
     rotary,
-    seq2seq,
     sliding_window,
-    toy_tasks,
-    transformer,
-    transformer_blocks,
 )
-from course_pkg.train import masked_cross_entropy
+from course_pkg.training.loop import masked_cross_entropy
 
 # ------------------------------------------------------------- discovery
 
@@ -113,49 +114,74 @@ def public_callables() -> dict[str, Any]:
     return found
 
 
+# The modules of course_pkg.experiments that are records and claims, not
+# experiments (the chapters' harnesses there, toy_tasks, attention_reading,
+# lm_translation, bert_comparison, are swept like the library).
+MACHINERY = (
+    "claims",
+    "provenance",
+    "bench_records",
+    "encoder_decoder",
+    "attention_pooling",
+    "bahdanau",
+    "multihead_attention",
+    "self_attention",
+    "transformer_training",
+    "bert",
+    "gpt",
+    "pretraining",
+    "attention_at_scale",
+    "modern_training",
+    "distributed",
+)
+
 # Callables the sweep leaves out, each with its reason.
 NOT_SWEPT = {
     "checks": "the validators themselves: refusing their argument "
     "is their job; every case below goes through them",
-    "flash.check_flash_inputs": "a validator, as those of checks",
+    "kernels.flash.check_flash_inputs": "a validator, as those of checks",
     "kernels.flash_triton": "Triton kernels: they run on a CUDA GPU only "
     "(tests/test_flash_triton.py checks check_kernel_inputs, which runs "
     "before any launch, on the Triton interpreter)",
-    "data_parallel.setup_process_group": "joins a torch.distributed process "
+    "training.data_parallel.setup_process_group": "joins a torch.distributed process "
     "group (needs torchrun's environment); tested in test_distributed",
-    "data_parallel.process_group": "the same, as a context manager",
-    "data_parallel.teardown_process_group": "no arguments",
-    "data_parallel.free_port": "no arguments",
-    "data_parallel.broadcast_parameters": "needs a process group",
-    "data_parallel.all_reduce_gradients": "needs a process group",
-    "distributed.main": "the torchrun entry point: argv goes to argparse, "
+    "training.data_parallel.process_group": "the same, as a context manager",
+    "training.data_parallel.teardown_process_group": "no arguments",
+    "training.data_parallel.free_port": "no arguments",
+    "training.data_parallel.broadcast_parameters": "needs a process group",
+    "training.data_parallel.all_reduce_gradients": "needs a process group",
+    "training.distributed.main": "the torchrun entry point: argv goes to argparse, "
     "which reports bad options itself (SystemExit)",
-    "distributed.parse_args": "argparse (SystemExit on bad options)",
-    "distributed.train_data_parallel": "its args come from parse_args",
+    "training.distributed.parse_args": "argparse (SystemExit on bad options)",
+    "training.distributed.train_data_parallel": "its args come from parse_args",
     "device.get_device": "no arguments; COURSE_DEVICE is tested in "
     "test_device_that_does_not_exist_is_refused below",
     "files.cache_dir": "no arguments",
-    "scoring.ScoredAttention": "abstract: its subclasses are swept",
-    "encoder_decoder.Encoder": "abstract interface",
-    "encoder_decoder.Decoder": "abstract interface",
-    "seq2seq.AttentionGRUDecoder": "abstract: its subclasses are swept",
-    "scoring.AdditiveAttention.scores": "the scoring rule alone, as the book "
+    "nn.scoring.ScoredAttention": "abstract: its subclasses are swept",
+    "models.encoder_decoder.Encoder": "abstract interface",
+    "models.encoder_decoder.Decoder": "abstract interface",
+    "models.seq2seq.AttentionGRUDecoder": "abstract: its subclasses are swept",
+    "nn.scoring.AdditiveAttention.scores": "the scoring rule alone, as the book "
     "prints it: forward checks the inputs (check_attention_inputs), then "
     "calls it; swept through forward",
-    "scoring.LuongAttention.scores": "the same",
-    "scoring.AdditiveAttention.project_keys": "the keys' projection, done "
+    "nn.scoring.LuongAttention.scores": "the same",
+    "nn.scoring.AdditiveAttention.project_keys": "the keys' projection, done "
     "once per sequence by forward (and the decoders) after their checks",
-    "scoring.LuongAttention.project_keys": "the same",
-    "experiments": "the book's own machinery of records and claims: its "
-    "callers are bench/claims.py and the notebooks, whose arguments are "
-    "literals; tests/test_claims_provenance.py and test_claims_rule.py test it",
-    "speculative.Proposer": "a typing.Protocol: the interface a draft "
+    "nn.scoring.LuongAttention.project_keys": "the same",
+    **{
+        f"experiments.{name}": "the book's own machinery of records and "
+        "claims: its callers are bench/claims.py and the notebooks, whose "
+        "arguments are literals; tests/test_claims_provenance.py and "
+        "test_claims_rule.py test it"
+        for name in MACHINERY
+    },
+    "inference.speculative.Proposer": "a typing.Protocol: the interface a draft "
     "without a network implements (NGramDraft, PromptLookupDraft are swept)",
 }
 
 # A parameter whose message names the role of the bad value instead: the
 # sizes of check_gru_sizes(*sizes) are named vocab_size, embed_size, ...
-ALIASES = {("gru.check_gru_sizes", "sizes"): "vocab_size"}
+ALIASES = {("nn.gru.check_gru_sizes", "sizes"): "vocab_size"}
 
 # NamedTuples and frozen dataclasses that only carry results or states: the
 # function that reads one checks its fields (a state by the decoder, a
@@ -225,8 +251,8 @@ def _lens(*values: int) -> torch.Tensor:
     return torch.tensor(values)
 
 
-def _vocab() -> data.Vocab:
-    return data.Vocab([["a", "b", "c", "d", "e", "f", "g"]])
+def _vocab() -> translation.Vocab:
+    return translation.Vocab([["a", "b", "c", "d", "e", "f", "g"]])
 
 
 def _seq2seq() -> nn.Module:
@@ -251,10 +277,8 @@ def _published_bert() -> bert.PublishedBERT:
     return bert.PublishedBERT(11, 8, 2, 1, 16)
 
 
-def _decoder_state() -> transformer_blocks.DecoderState:
-    return transformer_blocks.DecoderState(
-        _float(2, 4, 8), _lens(4, 2), (None,), 0
-    )
+def _decoder_state() -> blocks.DecoderState:
+    return blocks.DecoderState(_float(2, 4, 8), _lens(4, 2), (None,), 0)
 
 
 FLASH = dict(
@@ -273,194 +297,200 @@ QKV = dict(
 # For a method, the instance is built from its class's valid call unless
 # INSTANCES gives it.
 EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
-    "attention.transpose_qkv": lambda: dict(X=_float(2, 3, 8), num_heads=2),
-    "attention.transpose_output": lambda: dict(X=_float(4, 3, 4), num_heads=2),
-    "attention.MultiHeadAttention.forward": lambda: dict(
+    "nn.attention.transpose_qkv": lambda: dict(X=_float(2, 3, 8), num_heads=2),
+    "nn.attention.transpose_output": lambda: dict(
+        X=_float(4, 3, 4), num_heads=2
+    ),
+    "nn.attention.MultiHeadAttention.forward": lambda: dict(
         QKV, valid_lens=_lens(4, 2)
     ),
-    "attention.MultiHeadAttention.cache": lambda: dict(
+    "nn.attention.MultiHeadAttention.cache": lambda: dict(
         keys=_float(2, 4, 8), values=_float(2, 4, 8)
     ),
-    "attention.MultiHeadAttention.attend": lambda: dict(
+    "nn.attention.MultiHeadAttention.attend": lambda: dict(
         queries=_float(2, 3, 8),
         cache=attention.KVCache(_float(2, 4, 8), _float(2, 4, 8)),
         valid_lens=_lens(4, 2),
     ),
-    "attention.copy_weights_from_torch": lambda: dict(
+    "nn.attention.copy_weights_from_torch": lambda: dict(
         ours=attention.MultiHeadAttention(8, 2, bias=True),
         theirs=nn.MultiheadAttention(8, 2, batch_first=True),
     ),
-    "scoring.AdditiveAttention.forward": lambda: dict(
+    "nn.scoring.AdditiveAttention.forward": lambda: dict(
         QKV, valid_lens=_lens(4, 2)
     ),
-    "scoring.AdditiveAttention.scores": lambda: dict(
+    "nn.scoring.AdditiveAttention.scores": lambda: dict(
         queries=QKV["queries"], keys=QKV["keys"]
     ),
-    "scoring.DotProductAttention.forward": lambda: dict(
+    "nn.scoring.DotProductAttention.forward": lambda: dict(
         QKV, valid_lens=_lens(4, 2)
     ),
-    "scoring.LuongAttention": lambda: dict(
+    "nn.scoring.LuongAttention": lambda: dict(
         score="general", query_size=8, key_size=8
     ),
-    "scoring.LuongAttention.forward": lambda: dict(
+    "nn.scoring.LuongAttention.forward": lambda: dict(
         QKV, valid_lens=_lens(4, 2)
     ),
-    "scoring.LuongAttention.scores": lambda: dict(
+    "nn.scoring.LuongAttention.scores": lambda: dict(
         queries=QKV["queries"], keys=QKV["keys"]
     ),
-    "scoring.fused_attention": lambda: dict(
+    "nn.scoring.fused_attention": lambda: dict(
         QKV, valid_lens=_lens(4, 2), causal=False, dropout_p=0.0
     ),
-    "masks.sequence_mask": lambda: dict(valid_lens=_lens(3, 1), max_len=4),
-    "masks.causal_mask": lambda: dict(num_queries=3, num_keys=4),
-    "masks.attention_mask": lambda: dict(
+    "nn.masks.sequence_mask": lambda: dict(valid_lens=_lens(3, 1), max_len=4),
+    "nn.masks.causal_mask": lambda: dict(num_queries=3, num_keys=4),
+    "nn.masks.attention_mask": lambda: dict(
         valid_lens=_lens(3, 1),
         num_queries=2,
         num_keys=4,
         causal=True,
         device=torch.device("cpu"),
     ),
-    "masks.masked_softmax": lambda: dict(
+    "nn.masks.masked_softmax": lambda: dict(
         X=_float(2, 3, 4), valid_lens=_lens(3, 1)
     ),
-    "masks.hide_unseen": lambda: dict(
+    "nn.masks.hide_unseen": lambda: dict(
         X=_float(2, 3, 4), mask=torch.ones(2, 3, 4, dtype=torch.bool)
     ),
-    "positional.PositionalEncoding.forward": lambda: dict(X=_float(2, 3, 8)),
-    "positional.LearnedPositionalEncoding.forward": lambda: dict(
+    "nn.positional.PositionalEncoding.forward": lambda: dict(
         X=_float(2, 3, 8)
     ),
-    "rotary.RotaryEmbedding.forward": lambda: dict(X=_float(2, 2, 3, 4)),
-    "rotary.RotaryEmbedding.angles": lambda: dict(positions=torch.arange(3)),
-    "transformer_blocks.PositionWiseFFN.forward": lambda: dict(
+    "nn.positional.LearnedPositionalEncoding.forward": lambda: dict(
         X=_float(2, 3, 8)
     ),
-    "transformer_blocks.AddNorm.forward": lambda: dict(
+    "nn.rotary.RotaryEmbedding.forward": lambda: dict(X=_float(2, 2, 3, 4)),
+    "nn.rotary.RotaryEmbedding.angles": lambda: dict(
+        positions=torch.arange(3)
+    ),
+    "nn.blocks.PositionWiseFFN.forward": lambda: dict(X=_float(2, 3, 8)),
+    "nn.blocks.AddNorm.forward": lambda: dict(
         X=_float(2, 3, 8), Y=_float(2, 3, 8)
     ),
-    "transformer_blocks.TransformerEncoderBlock.forward": lambda: dict(
+    "nn.blocks.TransformerEncoderBlock.forward": lambda: dict(
         X=_float(2, 3, 8), valid_lens=_lens(3, 1)
     ),
-    "transformer_blocks.TransformerDecoderBlock.forward": lambda: dict(
+    "nn.blocks.TransformerDecoderBlock.forward": lambda: dict(
         X=_float(2, 3, 8), state=_decoder_state()
     ),
-    "transformer_blocks.TokenStack": lambda: dict(
+    "nn.blocks.TokenStack": lambda: dict(
         sizes=(11, 8, 16, 2, 1), dropout=0.0, max_len=16
     ),
-    "transformer.TransformerEncoder.forward": lambda: dict(
+    "models.transformer.TransformerEncoder.forward": lambda: dict(
         X=_ids(), valid_lens=_lens(3, 1)
     ),
-    "transformer.TransformerDecoder.forward": lambda: dict(
+    "models.transformer.TransformerDecoder.forward": lambda: dict(
         X=_ids(), state=_decoder_state()
     ),
-    "transformer.TransformerDecoder.init_state": lambda: dict(
+    "models.transformer.TransformerDecoder.init_state": lambda: dict(
         enc_outputs=_float(2, 4, 8), enc_valid_lens=_lens(4, 2)
     ),
-    "transformer.Transformer.forward": lambda: dict(
+    "models.transformer.Transformer.forward": lambda: dict(
         enc_X=_ids(), dec_X=_ids(), enc_valid_lens=_lens(3, 1)
     ),
-    "efficient_attention.blockwise_attention": lambda: dict(
+    "kernels.blockwise.blockwise_attention": lambda: dict(
         queries=_float(2, 2, 3, 4),
         keys=_float(2, 2, 4, 4),
         values=_float(2, 2, 4, 4),
         block_size=2,
         valid_lens=_lens(4, 2),
     ),
-    "efficient_attention.GroupedQueryAttention.forward": lambda: dict(
+    "nn.grouped_query.GroupedQueryAttention.forward": lambda: dict(
         QKV, valid_lens=_lens(4, 2)
     ),
-    "efficient_attention.GroupedQueryAttention.cache": lambda: dict(
+    "nn.grouped_query.GroupedQueryAttention.cache": lambda: dict(
         keys=_float(2, 4, 8), values=_float(2, 4, 8)
     ),
-    "efficient_attention.GroupedQueryAttention.attend": lambda: dict(
+    "nn.grouped_query.GroupedQueryAttention.attend": lambda: dict(
         queries=_float(2, 3, 8),
-        cache=INSTANCES["efficient_attention.GroupedQueryAttention"]().cache(
+        cache=INSTANCES["nn.grouped_query.GroupedQueryAttention"]().cache(
             _float(2, 4, 8), _float(2, 4, 8)
         ),
         valid_lens=_lens(4, 2),
     ),
-    "efficient_attention.GroupedQueryAttention.kv_cache_numel": lambda: dict(
+    "nn.grouped_query.GroupedQueryAttention.kv_cache_numel": lambda: dict(
         batch_size=2, num_steps=3
     ),
-    "modern_block.RMSNorm.forward": lambda: dict(X=_float(2, 3, 8)),
-    "modern_block.SwiGLUFFN.forward": lambda: dict(X=_float(2, 3, 8)),
-    "modern_block.check_block_options": lambda: dict(norm="layer", ffn="relu"),
-    "modern_block.PreNormEncoderBlock.forward": lambda: dict(
+    "nn.modern_blocks.RMSNorm.forward": lambda: dict(X=_float(2, 3, 8)),
+    "nn.modern_blocks.SwiGLUFFN.forward": lambda: dict(X=_float(2, 3, 8)),
+    "nn.modern_blocks.check_block_options": lambda: dict(
+        norm="layer", ffn="relu"
+    ),
+    "nn.modern_blocks.PreNormEncoderBlock.forward": lambda: dict(
         X=_float(2, 3, 8), valid_lens=_lens(3, 1)
     ),
-    "kernel_regression.gaussian": lambda: dict(u=_float(5)),
-    "kernel_regression.boxcar": lambda: dict(u=_float(5)),
-    "kernel_regression.constant": lambda: dict(u=_float(5)),
-    "kernel_regression.epanechnikov": lambda: dict(u=_float(5)),
-    "kernel_regression.target_function": lambda: dict(x=_float(5)),
-    "kernel_regression.leave_one_out": lambda: dict(x=_float(5)),
-    "kernel_regression.nadaraya_watson": lambda: dict(
+    "models.nadaraya_watson.gaussian": lambda: dict(u=_float(5)),
+    "models.nadaraya_watson.boxcar": lambda: dict(u=_float(5)),
+    "models.nadaraya_watson.constant": lambda: dict(u=_float(5)),
+    "models.nadaraya_watson.epanechnikov": lambda: dict(u=_float(5)),
+    "models.nadaraya_watson.target_function": lambda: dict(x=_float(5)),
+    "models.nadaraya_watson.leave_one_out": lambda: dict(x=_float(5)),
+    "models.nadaraya_watson.nadaraya_watson": lambda: dict(
         x_train=_float(5), y_train=_float(5), x_query=_float(3)
     ),
-    "kernel_regression.NWKernelRegression.forward": lambda: dict(
+    "models.nadaraya_watson.NWKernelRegression.forward": lambda: dict(
         queries=_float(3), keys=_float(5), values=_float(5)
     ),
-    "kernel_regression.train_nw_regression": lambda: dict(
-        model=kernel_regression.NWKernelRegression(),
+    "models.nadaraya_watson.train_nw_regression": lambda: dict(
+        model=nadaraya_watson.NWKernelRegression(),
         x_train=_float(5),
         y_train=_float(5),
         num_epochs=1,
         lr=0.1,
     ),
-    "seq2seq.Seq2SeqEncoder.forward": lambda: dict(X=_ids()),
-    "seq2seq.Seq2SeqDecoder.forward": lambda: dict(
+    "models.seq2seq.Seq2SeqEncoder.forward": lambda: dict(X=_ids()),
+    "models.seq2seq.Seq2SeqDecoder.forward": lambda: dict(
         X=_ids(), state=seq2seq.GRUState(_float(1, 2, 8), _float(1, 2, 8))
     ),
-    "seq2seq.Seq2SeqDecoder.init_state": lambda: dict(
+    "models.seq2seq.Seq2SeqDecoder.init_state": lambda: dict(
         enc_all_outputs=(_float(3, 2, 8), _float(1, 2, 8))
     ),
-    "seq2seq.Seq2SeqAttentionDecoder.forward": lambda: dict(
+    "models.seq2seq.Seq2SeqAttentionDecoder.forward": lambda: dict(
         X=_ids(),
         state=seq2seq.AttentionGRUState(
             _float(2, 4, 8), _float(1, 2, 8), _lens(4, 2)
         ),
     ),
-    "seq2seq.Seq2SeqAttentionDecoder.init_state": lambda: dict(
+    "models.seq2seq.Seq2SeqAttentionDecoder.init_state": lambda: dict(
         enc_all_outputs=(_float(4, 2, 8), _float(1, 2, 8)),
         enc_valid_lens=_lens(4, 2),
     ),
-    "seq2seq.seq2seq_model": lambda: dict(
+    "models.seq2seq.seq2seq_model": lambda: dict(
         attention=False,
         src_vocab_size=11,
         tgt_vocab_size=11,
         settings=seq2seq.Seq2SeqSettings(4, 8, 1, 0.0),
     ),
-    "luong.LuongAttentionDecoder.forward": lambda: dict(
+    "models.luong.LuongAttentionDecoder.forward": lambda: dict(
         X=_ids(),
-        state=INSTANCES["luong.LuongAttentionDecoder"]().init_state(
+        state=INSTANCES["models.luong.LuongAttentionDecoder"]().init_state(
             (_float(4, 2, 8), _float(1, 2, 8)), _lens(4, 2)
         ),
     ),
-    "luong.LuongAttentionDecoder.init_state": lambda: dict(
+    "models.luong.LuongAttentionDecoder.init_state": lambda: dict(
         enc_all_outputs=(_float(4, 2, 8), _float(1, 2, 8)),
         enc_valid_lens=_lens(4, 2),
     ),
-    "luong.luong_model": lambda: dict(
+    "models.luong.luong_model": lambda: dict(
         src_vocab_size=11,
         tgt_vocab_size=11,
         settings=seq2seq.Seq2SeqSettings(4, 8, 1, 0.0),
     ),
-    "encoder_decoder.EncoderDecoder": lambda: dict(
+    "models.encoder_decoder.EncoderDecoder": lambda: dict(
         encoder=_seq2seq().encoder, decoder=_seq2seq().decoder
     ),
-    "encoder_decoder.EncoderDecoder.forward": lambda: dict(
+    "models.encoder_decoder.EncoderDecoder.forward": lambda: dict(
         enc_X=_ids(), dec_X=_ids()
     ),
-    "gru.init_seq2seq": lambda: dict(module=nn.Linear(2, 2)),
-    "gru.check_gru_sizes": lambda: dict(sizes=(2, 3), dropout=0.0),
-    "train.masked_cross_entropy": lambda: dict(
+    "nn.gru.init_seq2seq": lambda: dict(module=nn.Linear(2, 2)),
+    "nn.gru.check_gru_sizes": lambda: dict(sizes=(2, 3), dropout=0.0),
+    "training.loop.masked_cross_entropy": lambda: dict(
         Y_hat=_float(2, 3, 11), Y=_ids(), pad=0
     ),
-    "train.optimizer_step": lambda: _optimizer_step(),
-    "train.training_record": lambda: dict(
+    "training.loop.optimizer_step": lambda: _optimizer_step(),
+    "training.loop.training_record": lambda: dict(
         model=nn.Linear(2, 2), start=0.0, epoch_loss=[1.0], step_loss=[1.0]
     ),
-    "train.train_seq2seq": lambda: dict(
+    "training.loop.train_seq2seq": lambda: dict(
         model=_seq2seq(),
         train_iter=[(_ids(), _lens(3, 2), _ids(), _ids())],
         lr=0.01,
@@ -468,8 +498,8 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
         tgt_vocab_or_pad=0,
         progress=False,
     ),
-    "decode.cut_at_eos": lambda: dict(tokens=[4, 2, 5], eos=2),
-    "decode.greedy_decode": lambda: dict(
+    "inference.decode.cut_at_eos": lambda: dict(tokens=[4, 2, 5], eos=2),
+    "inference.decode.greedy_decode": lambda: dict(
         model=_transformer(),
         src=_ids(),
         src_valid_len=_lens(3, 1),
@@ -477,7 +507,7 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
         eos=2,
         num_steps=3,
     ),
-    "decode.sequence_log_prob": lambda: dict(
+    "inference.decode.sequence_log_prob": lambda: dict(
         model=_transformer(),
         src=_ids(),
         src_valid_len=_lens(3, 1),
@@ -485,7 +515,7 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
         bos=1,
         eos=2,
     ),
-    "decode.beam_search": lambda: dict(
+    "inference.decode.beam_search": lambda: dict(
         model=_transformer(),
         src=_ids(),
         src_valid_len=_lens(3, 1),
@@ -494,34 +524,36 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
         num_steps=3,
         beam_size=2,
     ),
-    "decode.translate": lambda: dict(
+    "inference.decode.translate": lambda: dict(
         model=_transformer(),
         sentences=["a b"],
         src_vocab=_vocab(),
         tgt_vocab=_vocab(),
         num_steps=3,
     ),
-    "data.preprocess_nmt": lambda: dict(text="Go."),
-    "data.normalise": lambda: dict(text="Go."),
-    "data.tokenize": lambda: dict(sentence="go ."),
-    "data.tokenize_pairs": lambda: dict(pairs=[("go .", "va !")]),
-    "data.corpus_stats": lambda: dict(pairs=[("go .", "va !")]),
-    "data.Vocab.to_tokens": lambda: dict(indices=[4, 5]),
-    "data.truncate_pad": lambda: dict(ids=[4, 5], num_steps=3, pad=0),
-    "data.source_array": lambda: dict(
+    "data.translation.preprocess_nmt": lambda: dict(text="Go."),
+    "data.translation.normalise": lambda: dict(text="Go."),
+    "data.translation.tokenize": lambda: dict(sentence="go ."),
+    "data.translation.tokenize_pairs": lambda: dict(pairs=[("go .", "va !")]),
+    "data.translation.corpus_stats": lambda: dict(pairs=[("go .", "va !")]),
+    "data.translation.Vocab.to_tokens": lambda: dict(indices=[4, 5]),
+    "data.translation.truncate_pad": lambda: dict(
+        ids=[4, 5], num_steps=3, pad=0
+    ),
+    "data.translation.source_array": lambda: dict(
         sentences=["a b"], src_vocab=_vocab(), num_steps=3
     ),
-    "data.build_arrays": lambda: dict(
+    "data.translation.build_arrays": lambda: dict(
         pairs=[("a b", "c d")],
         src_vocab=_vocab(),
         tgt_vocab=_vocab(),
         num_steps=3,
     ),
-    "data.translation_dataloaders": lambda: dict(
+    "data.translation.translation_dataloaders": lambda: dict(
         splits=([("a b", "c d")],) * 3, batch_size=2, num_steps=3
     ),
-    "tatoeba.load_tatoeba": lambda: dict(path=TATOEBA),
-    "tatoeba.download_fra_eng": lambda: dict(
+    "data.tatoeba.load_tatoeba": lambda: dict(path=TATOEBA),
+    "data.tatoeba.download_fra_eng": lambda: dict(
         cache_dir=TMP, url="file:///nonexistent"
     ),
     "files.write_atomically": lambda: dict(
@@ -529,82 +561,90 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
         write=lambda handle: handle.write(b"x"),
     ),
     "files.cached_json": lambda: dict(name="x", key="k", compute=lambda: 1),
-    "metrics.bleu": lambda: dict(
+    "evaluation.bleu.bleu": lambda: dict(
         pred_tokens="a b c d", label_tokens="a b c d"
     ),
-    "metrics.corpus_bleu": lambda: dict(
+    "evaluation.bleu.corpus_bleu": lambda: dict(
         hypotheses=["a b"], references=["a b"]
     ),
     "device.describe_device": lambda: dict(device="cpu"),
-    "cost.sequential_depth": lambda: dict(
+    "evaluation.cost.sequential_depth": lambda: dict(
         output=_float(2, 2).requires_grad_().sum()
     ),
-    "cost.count_flops": lambda: dict(fn=lambda: _float(2, 2) @ _float(2, 2)),
-    "cost.call_seconds": lambda: dict(fn=lambda: None, repeats=1),
-    "cost.fastest_seconds": lambda: dict(fn=lambda: None, repeats=1),
-    "cost.median_seconds": lambda: dict(fn=lambda: None, repeats=1),
-    "memory.peak_memory": lambda: dict(fn=lambda: None),
-    "toy_tasks.neighbour_batch": lambda: dict(
+    "evaluation.cost.count_flops": lambda: dict(
+        fn=lambda: _float(2, 2) @ _float(2, 2)
+    ),
+    "evaluation.cost.call_seconds": lambda: dict(fn=lambda: None, repeats=1),
+    "evaluation.cost.fastest_seconds": lambda: dict(
+        fn=lambda: None, repeats=1
+    ),
+    "evaluation.cost.median_seconds": lambda: dict(fn=lambda: None, repeats=1),
+    "evaluation.memory.peak_memory": lambda: dict(fn=lambda: None),
+    "experiments.toy_tasks.neighbour_batch": lambda: dict(
         batch_size=2, generator=torch.Generator().manual_seed(0)
     ),
-    "toy_tasks.NeighbourReader.forward": lambda: dict(
+    "experiments.toy_tasks.NeighbourReader.forward": lambda: dict(
         tokens=_ids(2, 8, 8) % 8
     ),
-    "toy_tasks.NeighbourReader.features": lambda: dict(
+    "experiments.toy_tasks.NeighbourReader.features": lambda: dict(
         tokens=_ids(2, 8, 8) % 8
     ),
-    "toy_tasks.neighbour_accuracy": lambda: dict(
+    "experiments.toy_tasks.neighbour_accuracy": lambda: dict(
         model=toy_tasks.NeighbourReader(2),
         tokens=_ids(2, 8, 8) % 8,
         left=_ids(2, 8, 8) % 8,
         right=_ids(2, 8, 8) % 8,
     ),
-    "toy_tasks.CopyBack": lambda: dict(positional=None),
-    "toy_tasks.CopyBack.forward": lambda: dict(tokens=_ids(2, 4, 10)),
-    "toy_tasks.train_neighbour_reader": lambda: dict(num_heads=1, num_steps=1),
-    "toy_tasks.train_copy_back": lambda: dict(
+    "experiments.toy_tasks.CopyBack": lambda: dict(positional=None),
+    "experiments.toy_tasks.CopyBack.forward": lambda: dict(
+        tokens=_ids(2, 4, 10)
+    ),
+    "experiments.toy_tasks.train_neighbour_reader": lambda: dict(
+        num_heads=1, num_steps=1
+    ),
+    "experiments.toy_tasks.train_copy_back": lambda: dict(
         positional=None, num_steps=1, max_train_len=4
     ),
-    "toy_tasks.accuracy_by_position": lambda: dict(
+    "experiments.toy_tasks.accuracy_by_position": lambda: dict(
         model=toy_tasks.CopyBack(None), length=4
     ),
-    "gpt.GPTBlock.forward": lambda: dict(X=_float(2, 3, 8)),
-    "gpt.GPT.forward": lambda: dict(X=_ids()),
-    "gpt.next_token_probs": lambda: dict(logits=_float(2, 11)),
-    "gpt.generate": lambda: dict(
+    "models.gpt.GPTBlock.forward": lambda: dict(X=_float(2, 3, 8)),
+    "models.gpt.GPT.forward": lambda: dict(X=_ids()),
+    "models.gpt.next_token_probs": lambda: dict(logits=_float(2, 11)),
+    "models.gpt.generate": lambda: dict(
         model=_gpt(), prompt=_ids(), max_new_tokens=2
     ),
-    "lm_variants.VariantBlock.forward": lambda: dict(X=_float(2, 3, 8)),
-    "lm_variants.VariantGPT.forward": lambda: dict(X=_ids()),
-    "lm_variants.VariantGPT.kv_cache_numel": lambda: dict(
+    "models.variant_gpt.VariantBlock.forward": lambda: dict(X=_float(2, 3, 8)),
+    "models.variant_gpt.VariantGPT.forward": lambda: dict(X=_ids()),
+    "models.variant_gpt.VariantGPT.kv_cache_numel": lambda: dict(
         batch_size=2, num_steps=3
     ),
-    "lm_variants.check_placement": lambda: dict(placement="post"),
-    "lm_translation.translation_lm_vocab": lambda: dict(
+    "models.variant_gpt.check_placement": lambda: dict(placement="post"),
+    "experiments.lm_translation.translation_lm_vocab": lambda: dict(
         pairs=[("a b", "c d")]
     ),
-    "lm_translation.prompt_ids": lambda: dict(
+    "experiments.lm_translation.prompt_ids": lambda: dict(
         sentence="a b", vocab=_lm_vocab()
     ),
-    "lm_translation.translation_lm_arrays": lambda: dict(
+    "experiments.lm_translation.translation_lm_arrays": lambda: dict(
         pairs=[("a b", "c d")], vocab=_lm_vocab(), num_steps=8
     ),
-    "lm_translation.translation_lm_loader": lambda: dict(
+    "experiments.lm_translation.translation_lm_loader": lambda: dict(
         pairs=[("a b", "c d")], vocab=_lm_vocab(), batch_size=2, num_steps=8
     ),
-    "lm_translation.train_lm": lambda: dict(
+    "experiments.lm_translation.train_lm": lambda: dict(
         model=gpt.GPT(len(_lm_vocab()), 8, 16, 2, 1, 0.0, max_len=16),
         batches=[(_ids(2, 3, len(_lm_vocab())), _ids(2, 3, len(_lm_vocab())))],
         lr_per_epoch=[0.01],
         pad=0,
     ),
-    "lm_translation.translate_lm": lambda: dict(
+    "experiments.lm_translation.translate_lm": lambda: dict(
         model=gpt.GPT(len(_lm_vocab()), 8, 16, 2, 1, 0.0, max_len=16),
         sentences=["a b"],
         vocab=_lm_vocab(),
         max_new_tokens=2,
     ),
-    "bert.mask_tokens": lambda: dict(
+    "models.bert.mask_tokens": lambda: dict(
         tokens=_ids(),
         valid_lens=_lens(3, 2),
         mask_id=4,
@@ -612,28 +652,28 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
         num_special=5,
         generator=torch.Generator().manual_seed(0),
     ),
-    "bert.BERTEncoder.forward": lambda: dict(
+    "models.bert.BERTEncoder.forward": lambda: dict(
         tokens=_ids(), segments=_ids() % 2, valid_lens=_lens(3, 2)
     ),
-    "bert.BERTModel.forward": lambda: dict(
+    "models.bert.BERTModel.forward": lambda: dict(
         tokens=_ids(), segments=_ids() % 2, valid_lens=_lens(3, 2)
     ),
-    "bert.BERTClassifier": lambda: dict(
+    "models.bert.BERTClassifier": lambda: dict(
         encoder=_bert_encoder(), num_classes=3
     ),
-    "bert.BERTClassifier.forward": lambda: dict(
+    "models.bert.BERTClassifier.forward": lambda: dict(
         tokens=_ids(), segments=_ids() % 2, valid_lens=_lens(3, 2)
     ),
-    "bert.MaskLM.forward": lambda: dict(X=_float(2, 3, 8)),
-    "bert.CLSClassifier.forward": lambda: dict(X=_float(2, 3, 8)),
-    "bert.mean_over_valid": lambda: dict(
+    "models.bert.MaskLM.forward": lambda: dict(X=_float(2, 3, 8)),
+    "models.bert.CLSClassifier.forward": lambda: dict(X=_float(2, 3, 8)),
+    "models.bert.mean_over_valid": lambda: dict(
         encoded=_float(2, 3, 8), valid_lens=_lens(3, 2)
     ),
-    "bert_data.bert_vocab": lambda: dict(sentences=["a b", "c d"]),
-    "bert_data.encode_sentences": lambda: dict(
+    "data.bert_inputs.bert_vocab": lambda: dict(sentences=["a b", "c d"]),
+    "data.bert_inputs.encode_sentences": lambda: dict(
         vocab=_bert_vocab(), sentences=["a b"], num_steps=5
     ),
-    "bert_data.add_second_segment": lambda: dict(
+    "data.bert_inputs.add_second_segment": lambda: dict(
         first=_ids(2, 4),
         first_lens=_lens(3, 2),
         seconds=[[4], [5]],
@@ -641,28 +681,28 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
         pad_id=0,
         num_steps=6,
     ),
-    "bert_data.translation_pairs": lambda: dict(
+    "data.bert_inputs.translation_pairs": lambda: dict(
         num_pairs=2, generator=torch.Generator().manual_seed(0)
     ),
-    "bert_data.label_dataset": lambda: dict(
+    "data.bert_inputs.label_dataset": lambda: dict(
         vocab=_bert_vocab(),
         rows=[("a", "b", "c", "d")],
         num_steps=6,
         task="frame",
     ),
-    "bert_experiment.new_bert": lambda: dict(
+    "experiments.bert_comparison.new_bert": lambda: dict(
         vocab_size=11, settings=_bert_settings(), seed=0
     ),
-    "bert_experiment.mean_outputs": lambda: dict(
+    "experiments.bert_comparison.mean_outputs": lambda: dict(
         encoder=_bert_encoder(),
         tokens=_ids(),
         segments=_ids() % 2,
         valid_lens=_lens(3, 2),
     ),
-    "bert_experiment.fit_linear_classifier": lambda: dict(
+    "experiments.bert_comparison.fit_linear_classifier": lambda: dict(
         X=_float(4, 3), y=torch.tensor([0, 1, 2, 0]), num_classes=3, l2=0.01
     ),
-    "pretrain.fine_tune": lambda: dict(
+    "training.bert_pretraining.fine_tune": lambda: dict(
         classifier=bert.BERTClassifier(_bert_encoder(), 3),
         tokens=_ids(),
         segments=_ids() % 2,
@@ -670,7 +710,7 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
         labels=torch.tensor([0, 1]),
         settings=_bert_settings(),
     ),
-    "pretrain.predict": lambda: dict(
+    "training.bert_pretraining.predict": lambda: dict(
         classifier=bert.BERTClassifier(_bert_encoder(), 3),
         tokens=_ids(),
         segments=_ids() % 2,
@@ -682,51 +722,53 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
     "plotting.plot_lines": lambda: dict(
         x=[0, 1], ys=[[0, 1]], xlabel="x", ylabel="y"
     ),
-    "attention_reading.gradient_x_input": lambda: _gradient_x_input(),
-    "attention_reading.compare_rankings": lambda: dict(
+    "experiments.attention_reading.gradient_x_input": lambda: (
+        _gradient_x_input()
+    ),
+    "experiments.attention_reading.compare_rankings": lambda: dict(
         first=_float(2, 3, 4),
         second=_float(2, 3, 4),
         src_lens=[4, 3],
         out_lens=[3, 2],
     ),
-    "attention_reading.seq2seq_attribution": lambda: dict(
+    "experiments.attention_reading.seq2seq_attribution": lambda: dict(
         model=_seq2seq(),
         src=_ids(),
         src_valid_len=_lens(3, 2),
         tgt_in=_ids(),
         tgt_out=_ids(),
     ),
-    "corpus_grammar.sample_clause": lambda: dict(rng=random.Random(0)),
-    "checkpoint.save_checkpoint": lambda: dict(
+    "data.corpus_grammar.sample_clause": lambda: dict(rng=random.Random(0)),
+    "training.checkpoint.save_checkpoint": lambda: dict(
         path=os.path.join(TMP, "model.pt"), model=nn.Linear(2, 2)
     ),
-    "checkpoint.load_checkpoint": lambda: _saved_checkpoint(),
-    "data_parallel.sharded_loader": lambda: dict(
+    "training.checkpoint.load_checkpoint": lambda: _saved_checkpoint(),
+    "training.data_parallel.sharded_loader": lambda: dict(
         dataset=torch.utils.data.TensorDataset(_float(4, 2)),
         global_batch_size=2,
         rank=0,
         world_size=1,
     ),
-    "data_parallel.train_step": lambda: dict(
+    "training.data_parallel.train_step": lambda: dict(
         model=_seq2seq(),
         micro_batches=[(_ids(), _lens(3, 2), _ids(), _ids())],
         optimizer=torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=0.1),
         pad=0,
     ),
-    "attention_reading.adjective_attention": lambda: dict(
+    "experiments.attention_reading.adjective_attention": lambda: dict(
         sources=[["a", "b", "<eos>"]],
         outputs=[["c", "d"]],
         references=[["c", "d"]],
         weights=_float(1, 2, 3),
     ),
-    "bert_experiment.pair_task_accuracy": lambda: dict(
+    "experiments.bert_comparison.pair_task_accuracy": lambda: dict(
         model=bert.BERTModel(11, 8, 16, 2, 1, 0.0, max_len=16),
         vocab=_bert_vocab(),
     ),
-    "bert_experiment.linear_probe": lambda: dict(
+    "experiments.bert_comparison.linear_probe": lambda: dict(
         encoder=_bert_encoder(), vocab=_bert_vocab(), task="frame"
     ),
-    "pretrain.pretrain_bert": lambda: dict(
+    "training.bert_pretraining.pretrain_bert": lambda: dict(
         model=bert.BERTModel(11, 8, 16, 2, 1, 0.0, max_len=16),
         english=["a b", "b a"],
         french=["c d", "d c"],
@@ -735,91 +777,103 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
         settings=_bert_settings(),
         steps=1,
     ),
-    "gpt.GPT.forward_with_cache": lambda: dict(X=_ids()),
-    "gpt2.GPT2Block.forward": lambda: dict(X=_float(2, 3, 8)),
-    "gpt2.GPT2.forward": lambda: dict(X=_ids(), valid_lens=_lens(3, 2)),
-    "gpt2.GPT2.forward_with_cache": lambda: dict(
+    "models.gpt.GPT.forward_with_cache": lambda: dict(X=_ids()),
+    "models.gpt2.GPT2Block.forward": lambda: dict(X=_float(2, 3, 8)),
+    "models.gpt2.GPT2.forward": lambda: dict(X=_ids(), valid_lens=_lens(3, 2)),
+    "models.gpt2.GPT2.forward_with_cache": lambda: dict(
         X=_ids(), valid_lens=_lens(3, 2)
     ),
-    "bert.PublishedBERT.forward": lambda: dict(
+    "models.bert.PublishedBERT.forward": lambda: dict(
         tokens=_ids(), segments=_ids() % 2, valid_lens=_lens(3, 2)
     ),
-    "bert.PublishedBERT.pool": lambda: dict(encoded=_float(2, 3, 8)),
-    "hf.gpt2_from_hf": lambda: dict(
-        state_dict=hf.gpt2_to_hf(_gpt2().state_dict())
+    "models.bert.PublishedBERT.pool": lambda: dict(encoded=_float(2, 3, 8)),
+    "models.hf_weights.gpt2_from_hf": lambda: dict(
+        state_dict=hf_weights.gpt2_to_hf(_gpt2().state_dict())
     ),
-    "hf.gpt2_to_hf": lambda: dict(state_dict=_gpt2().state_dict()),
-    "hf.bert_from_hf": lambda: dict(
-        state_dict=hf.bert_to_hf(_published_bert().state_dict())
+    "models.hf_weights.gpt2_to_hf": lambda: dict(
+        state_dict=_gpt2().state_dict()
     ),
-    "hf.bert_to_hf": lambda: dict(state_dict=_published_bert().state_dict()),
-    "transformer_blocks.check_activation": lambda: dict(activation="gelu"),
-    "transformer_blocks.init_normal": lambda: dict(module=nn.Linear(2, 2)),
-    "lm_variants.VariantGPT.forward_with_cache": lambda: dict(X=_ids()),
-    "flash.flash_forward": lambda: dict(FLASH),
-    "flash.flash_attention": lambda: dict(FLASH),
-    "flash.standard_attention": lambda: dict(
+    "models.hf_weights.bert_from_hf": lambda: dict(
+        state_dict=hf_weights.bert_to_hf(_published_bert().state_dict())
+    ),
+    "models.hf_weights.bert_to_hf": lambda: dict(
+        state_dict=_published_bert().state_dict()
+    ),
+    "nn.blocks.check_activation": lambda: dict(activation="gelu"),
+    "nn.blocks.init_normal": lambda: dict(module=nn.Linear(2, 2)),
+    "models.variant_gpt.VariantGPT.forward_with_cache": lambda: dict(X=_ids()),
+    "kernels.flash.flash_forward": lambda: dict(FLASH),
+    "kernels.flash.flash_attention": lambda: dict(FLASH),
+    "kernels.flash.standard_attention": lambda: dict(
         queries=FLASH["queries"], keys=FLASH["keys"], values=FLASH["values"]
     ),
-    "flash.flash_backward": lambda: dict(
+    "kernels.flash.flash_backward": lambda: dict(
         FLASH,
         output=_float(2, 2, 3, 4),
         lse=_float(2, 2, 3),
         grad_output=_float(2, 2, 3, 4),
     ),
-    "paged_cache.contiguous_waste": lambda: dict(lengths=[2, 3], max_len=4),
-    "distributed.build_model": lambda: dict(
+    "inference.paged_cache.contiguous_waste": lambda: dict(
+        lengths=[2, 3], max_len=4
+    ),
+    "training.distributed.build_model": lambda: dict(
         name="transformer", src_vocab_size=11, tgt_vocab_size=11
     ),
-    "kv_memory.kv_bytes_per_token": lambda: dict(config=_cache_config()),
-    "kv_memory.kv_cache_bytes": lambda: dict(
+    "inference.kv_memory.kv_bytes_per_token": lambda: dict(
+        config=_cache_config()
+    ),
+    "inference.kv_memory.kv_cache_bytes": lambda: dict(
         config=_cache_config(), num_tokens=3, batch_size=2
     ),
-    "kv_memory.weight_bytes": lambda: dict(config=_cache_config()),
-    "long_context.scaled_rotary": lambda: dict(
+    "inference.kv_memory.weight_bytes": lambda: dict(config=_cache_config()),
+    "nn.position_scaling.scaled_rotary": lambda: dict(
         head_width=4, scaling="ntk", factor=2.0
     ),
-    "paged_cache.PagedKVCache.append": lambda: dict(
+    "inference.paged_cache.PagedKVCache.append": lambda: dict(
         seq_id=0, keys=_float(1, 3, 4), values=_float(1, 3, 4)
     ),
-    "paged_cache.PagedKVCache.attend": lambda: dict(
+    "inference.paged_cache.PagedKVCache.attend": lambda: dict(
         seq_id=0, queries=_float(2, 2, 4)
     ),
-    "sliding_window.sliding_window_attention": lambda: dict(
+    "nn.sliding_window.sliding_window_attention": lambda: dict(
         queries=_float(2, 2, 3, 4),
         keys=_float(2, 1, 4, 4),
         values=_float(2, 1, 4, 4),
         window=2,
     ),
-    "sliding_window.RollingKVCache.append": lambda: dict(
+    "nn.sliding_window.RollingKVCache.append": lambda: dict(
         keys=_float(2, 1, 1, 4), values=_float(2, 1, 1, 4)
     ),
-    "sliding_window.RollingKVCache.step": lambda: dict(
+    "nn.sliding_window.RollingKVCache.step": lambda: dict(
         queries=_float(2, 2, 1, 4),
         keys=_float(2, 1, 1, 4),
         values=_float(2, 1, 1, 4),
     ),
-    "speculative.acceptance_probability": lambda: dict(
+    "inference.speculative.acceptance_probability": lambda: dict(
         target_probs=_probs(), draft_probs=_probs().flip(-1)
     ),
-    "speculative.residual_distribution": lambda: dict(
+    "inference.speculative.residual_distribution": lambda: dict(
         target_probs=_probs(), draft_probs=_probs().flip(-1)
     ),
-    "speculative.first_token_distribution": lambda: dict(
+    "inference.speculative.first_token_distribution": lambda: dict(
         target_probs=_probs(), draft_probs=_probs().flip(-1)
     ),
-    "speculative.speculative_generate": lambda: dict(
+    "inference.speculative.speculative_generate": lambda: dict(
         target=_gpt(), draft=_gpt(), prompt=_ids(1, 3), max_new_tokens=2, k=2
     ),
-    "speculative.measure_speculation": lambda: dict(
+    "inference.speculative.measure_speculation": lambda: dict(
         target=_gpt(), draft=_gpt(), prompts=[[4, 5]], max_new_tokens=2, k=2
     ),
-    "speculative.NGramDraft": lambda: dict(sequences=[[4, 5, 6]], order=2),
-    "speculative.NGramDraft.propose": lambda: dict(context=[4, 5], k=2),
-    "speculative.PromptLookupDraft.propose": lambda: dict(
+    "inference.speculative.NGramDraft": lambda: dict(
+        sequences=[[4, 5, 6]], order=2
+    ),
+    "inference.speculative.NGramDraft.propose": lambda: dict(
+        context=[4, 5], k=2
+    ),
+    "inference.speculative.PromptLookupDraft.propose": lambda: dict(
         context=[4, 5, 4], k=2
     ),
-    "toy_tasks.copy_back_at_lengths": lambda: dict(
+    "experiments.toy_tasks.copy_back_at_lengths": lambda: dict(
         variant="rope-ntk",
         seed=0,
         test_lens=(6,),
@@ -827,7 +881,7 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
         model=toy_tasks.CopyBack(None, rotary=True),
         num_steps=1,
     ),
-    "bert_experiment.fine_tune_encoders": lambda: dict(
+    "experiments.bert_comparison.fine_tune_encoders": lambda: dict(
         encoders={"tiny": _bert_encoder()},
         vocab=_bert_vocab(),
         labelled=[("a b", "past", "-", "motion")],
@@ -835,30 +889,34 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
         settings=_bert_settings(),
         seed=0,
     ),
-    "lm_pretrain.CharTokenizer": lambda: dict(text="to be"),
-    "lm_pretrain.CharTokenizer.encode": lambda: dict(text="be to"),
-    "lm_pretrain.CharTokenizer.decode": lambda: dict(ids=[0, 1]),
-    "lm_pretrain.random_windows": lambda: dict(
+    "training.lm_pretraining.CharTokenizer": lambda: dict(text="to be"),
+    "training.lm_pretraining.CharTokenizer.encode": lambda: dict(text="be to"),
+    "training.lm_pretraining.CharTokenizer.decode": lambda: dict(ids=[0, 1]),
+    "training.lm_pretraining.random_windows": lambda: dict(
         tokens=_stream(),
         batch_size=2,
         num_steps=4,
         generator=torch.Generator().manual_seed(0),
     ),
-    "lm_pretrain.validation_windows": lambda: dict(
+    "training.lm_pretraining.validation_windows": lambda: dict(
         tokens=_stream(), num_steps=4, max_windows=2
     ),
-    "lm_pretrain.NGramModel": lambda: dict(
+    "training.lm_pretraining.NGramModel": lambda: dict(
         tokens=_stream(), order=2, vocab_size=11, k=0.5
     ),
-    "lm_pretrain.NGramModel.log_probs": lambda: dict(tokens=_stream()),
-    "lm_pretrain.adamw": lambda: dict(
+    "training.lm_pretraining.NGramModel.log_probs": lambda: dict(
+        tokens=_stream()
+    ),
+    "training.lm_pretraining.adamw": lambda: dict(
         model=nn.Linear(2, 2), settings=_lm_settings()
     ),
-    "lm_pretrain.lm_loss": lambda: dict(model=_gpt(), X=_ids(), Y=_ids()),
-    "lm_pretrain.evaluate_lm": lambda: dict(
+    "training.lm_pretraining.lm_loss": lambda: dict(
+        model=_gpt(), X=_ids(), Y=_ids()
+    ),
+    "training.lm_pretraining.evaluate_lm": lambda: dict(
         model=_gpt(), X=_ids(), Y=_ids(), batch_size=1
     ),
-    "lm_pretrain.pretrain_lm": lambda: dict(
+    "training.lm_pretraining.pretrain_lm": lambda: dict(
         model=_gpt(),
         train_tokens=_stream(),
         valid_X=_ids(),
@@ -867,30 +925,34 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
         progress=False,
         on_eval=lambda update, model, loss: None,
     ),
-    "bpe.pretokenize": lambda: dict(text="To be, or not to be"),
-    "bpe.train_bpe": lambda: dict(
+    "data.bpe.pretokenize": lambda: dict(text="To be, or not to be"),
+    "data.bpe.train_bpe": lambda: dict(
         text="to be or not to be", vocab_size=260, special_tokens=["<s>"]
     ),
-    "bpe.merge_ties": lambda: dict(text="to be or not to be", num_merges=3),
-    "bpe.train_hf_bpe": lambda: dict(
+    "data.bpe.merge_ties": lambda: dict(
+        text="to be or not to be", num_merges=3
+    ),
+    "data.bpe.train_hf_bpe": lambda: dict(
         text="to be or not to be", vocab_size=260
     ),
-    "bpe.BPETokenizer": lambda: dict(
+    "data.bpe.BPETokenizer": lambda: dict(
         merges=[(116, 111), (32, 256)], special_tokens=["<s>"]
     ),
-    "bpe.BPETokenizer.encode": lambda: dict(
+    "data.bpe.BPETokenizer.encode": lambda: dict(
         text="to be<s>", allowed_special="all"
     ),
-    "bpe.BPETokenizer.save": lambda: dict(
+    "data.bpe.BPETokenizer.save": lambda: dict(
         path=os.path.join(TMP, "tokenizer.json")
     ),
-    "bpe.BPETokenizer.decode": lambda: dict(ids=[116, 256, 257, 258]),
-    "bpe.BPETokenizer.decode_bytes": lambda: dict(ids=[116, 256, 257, 258]),
-    "shakespeare.train_valid_text": lambda: dict(
+    "data.bpe.BPETokenizer.decode": lambda: dict(ids=[116, 256, 257, 258]),
+    "data.bpe.BPETokenizer.decode_bytes": lambda: dict(
+        ids=[116, 256, 257, 258]
+    ),
+    "data.shakespeare.train_valid_text": lambda: dict(
         works={"Macbeth": "a", "Hamlet": "b", "Twelfth Night": "c"},
         held_out=("Hamlet",),
     ),
-    "train.warmup_inverse_sqrt": lambda: dict(
+    "training.loop.warmup_inverse_sqrt": lambda: dict(
         optimizer=torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=1.0),
         num_hiddens=8,
         warmup_steps=2,
@@ -898,45 +960,49 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
 }
 
 INSTANCES: dict[str, Callable[[], Any]] = {
-    "gpt2.GPT2Block": lambda: gpt2.GPT2Block(8, 16, 2, 0.0),
-    "gpt2.GPT2": lambda: _gpt2(),
-    "bert.PublishedBERT": lambda: _published_bert(),
-    "efficient_attention.GroupedQueryAttention": lambda: (
-        efficient_attention.GroupedQueryAttention(8, 2, num_kv_heads=1)
+    "models.gpt2.GPT2Block": lambda: gpt2.GPT2Block(8, 16, 2, 0.0),
+    "models.gpt2.GPT2": lambda: _gpt2(),
+    "models.bert.PublishedBERT": lambda: _published_bert(),
+    "nn.grouped_query.GroupedQueryAttention": lambda: (
+        grouped_query.GroupedQueryAttention(8, 2, num_kv_heads=1)
     ),
-    "luong.LuongAttentionDecoder": lambda: luong.LuongAttentionDecoder(
+    "models.luong.LuongAttentionDecoder": lambda: luong.LuongAttentionDecoder(
         11, 4, 8, 1
     ),
-    "encoder_decoder.EncoderDecoder": _seq2seq,
-    "toy_tasks.NeighbourReader": lambda: toy_tasks.NeighbourReader(2),
-    "toy_tasks.CopyBack": lambda: toy_tasks.CopyBack(None),
-    "transformer_blocks.TransformerDecoderBlock": lambda: (
-        transformer_blocks.TransformerDecoderBlock(8, 16, 2, 0.0, 0)
+    "models.encoder_decoder.EncoderDecoder": _seq2seq,
+    "experiments.toy_tasks.NeighbourReader": lambda: toy_tasks.NeighbourReader(
+        2
     ),
-    "bert.BERTClassifier": lambda: bert.BERTClassifier(_bert_encoder(), 3),
-    "kernel_regression.NWKernelRegression": lambda: (
-        kernel_regression.NWKernelRegression()
+    "experiments.toy_tasks.CopyBack": lambda: toy_tasks.CopyBack(None),
+    "nn.blocks.TransformerDecoderBlock": lambda: (
+        blocks.TransformerDecoderBlock(8, 16, 2, 0.0, 0)
     ),
-    "lm_variants.VariantGPT": lambda: lm_variants.VariantGPT(
+    "models.bert.BERTClassifier": lambda: bert.BERTClassifier(
+        _bert_encoder(), 3
+    ),
+    "models.nadaraya_watson.NWKernelRegression": lambda: (
+        nadaraya_watson.NWKernelRegression()
+    ),
+    "models.variant_gpt.VariantGPT": lambda: variant_gpt.VariantGPT(
         11, 8, 16, 2, 1, 0.0, max_len=16
     ),
-    "lm_variants.VariantBlock": lambda: lm_variants.VariantBlock(
+    "models.variant_gpt.VariantBlock": lambda: variant_gpt.VariantBlock(
         8, 16, 2, 0.0
     ),
-    "modern_block.PreNormEncoderBlock": lambda: (
-        modern_block.PreNormEncoderBlock(8, 16, 2, 0.0)
+    "nn.modern_blocks.PreNormEncoderBlock": lambda: (
+        modern_blocks.PreNormEncoderBlock(8, 16, 2, 0.0)
     ),
-    "modern_block.SwiGLUFFN": lambda: modern_block.SwiGLUFFN(16, 8),
-    "modern_block.RMSNorm": lambda: modern_block.RMSNorm(8),
-    "rotary.RotaryEmbedding": lambda: rotary.RotaryEmbedding(4),
-    "positional.PositionalEncoding": lambda: positional.PositionalEncoding(
+    "nn.modern_blocks.SwiGLUFFN": lambda: modern_blocks.SwiGLUFFN(16, 8),
+    "nn.modern_blocks.RMSNorm": lambda: modern_blocks.RMSNorm(8),
+    "nn.rotary.RotaryEmbedding": lambda: rotary.RotaryEmbedding(4),
+    "nn.positional.PositionalEncoding": lambda: positional.PositionalEncoding(
         8, 0.0, 16
     ),
-    "positional.LearnedPositionalEncoding": lambda: (
+    "nn.positional.LearnedPositionalEncoding": lambda: (
         positional.LearnedPositionalEncoding(8, 0.0, 16)
     ),
-    "paged_cache.PagedKVCache": lambda: _paged_cache(),
-    "sliding_window.RollingKVCache": lambda: sliding_window.RollingKVCache(
+    "inference.paged_cache.PagedKVCache": lambda: _paged_cache(),
+    "nn.sliding_window.RollingKVCache": lambda: sliding_window.RollingKVCache(
         2, 1, 4, 3
     ),
 }
@@ -947,7 +1013,7 @@ def _stream() -> torch.Tensor:
 
 
 def _lm_settings():
-    from course_pkg.lm_pretrain import LMSettings
+    from course_pkg.training.lm_pretraining import LMSettings
 
     return LMSettings(batch_size=2, num_steps=4, num_updates=1, warmup_steps=0)
 
@@ -967,14 +1033,14 @@ def _paged_cache() -> paged_cache.PagedKVCache:
     return cache
 
 
-def _lm_vocab() -> data.Vocab:
-    from course_pkg.lm_translation import translation_lm_vocab
+def _lm_vocab() -> translation.Vocab:
+    from course_pkg.experiments.lm_translation import translation_lm_vocab
 
     return translation_lm_vocab([("a b", "c d")])
 
 
-def _bert_vocab() -> data.Vocab:
-    from course_pkg.bert_data import bert_vocab
+def _bert_vocab() -> translation.Vocab:
+    from course_pkg.data.bert_inputs import bert_vocab
 
     return bert_vocab(["a b", "c d"])
 
@@ -984,13 +1050,13 @@ def _bert_encoder() -> bert.BERTEncoder:
 
 
 def _bert_settings():
-    from course_pkg.pretrain import BERTSettings
+    from course_pkg.training.bert_pretraining import BERTSettings
 
     return BERTSettings(8, 16, 2, 1, 0.0, 16)
 
 
 def _saved_checkpoint() -> dict[str, Any]:
-    from course_pkg.checkpoint import save_checkpoint
+    from course_pkg.training.checkpoint import save_checkpoint
 
     model = nn.Linear(2, 2)
     if not os.path.exists(CHECKPOINT):
@@ -1170,52 +1236,71 @@ POSITIONS = "positions may be integers or floats of any width (documented)"
 SPLIT = "splitting or merging heads only moves numbers: any dtype is fine"
 NO_WARMUP = "warmup_steps=0 means no warmup (the documented default)"
 ACCEPTED: dict[tuple[str, str, str], str] = {
-    ("train.linear_warmup", "warmup_steps", "a zero size"): NO_WARMUP,
-    ("lm_translation.train_lm", "warmup_steps", "a zero size"): NO_WARMUP,
-    ("lm_pretrain.warmup_cosine", "warmup_steps", "a zero size"): NO_WARMUP,
-    ("attention.transpose_qkv", "X", "an integer tensor"): SPLIT,
-    ("attention.transpose_output", "X", "an integer tensor"): SPLIT,
+    ("training.loop.linear_warmup", "warmup_steps", "a zero size"): NO_WARMUP,
     (
-        "rotary.RotaryEmbedding.angles",
+        "experiments.lm_translation.train_lm",
+        "warmup_steps",
+        "a zero size",
+    ): NO_WARMUP,
+    (
+        "training.lm_pretraining.warmup_cosine",
+        "warmup_steps",
+        "a zero size",
+    ): NO_WARMUP,
+    ("nn.attention.transpose_qkv", "X", "an integer tensor"): SPLIT,
+    ("nn.attention.transpose_output", "X", "an integer tensor"): SPLIT,
+    (
+        "nn.rotary.RotaryEmbedding.angles",
         "positions",
         "a float tensor",
     ): POSITIONS,
-    ("rotary.RotaryEmbedding.angles", "positions", "uint8 ids"): POSITIONS,
-    ("rotary.RotaryEmbedding.angles", "positions", "int16 ids"): POSITIONS,
-    ("bert.mean_over_valid", "encoded", "on meta next to cpu"): CPU_LENGTHS,
-    ("bert.mask_tokens", "tokens", "on meta next to cpu"): CPU_LENGTHS,
-    ("masks.masked_softmax", "X", "on meta next to cpu"): CPU_LENGTHS,
-    ("masks.sequence_mask", "max_len", "a zero size"): EMPTY + ": (B, 0)",
-    ("masks.causal_mask", "num_queries", "a zero size"): EMPTY + ": (0, K)",
-    ("masks.causal_mask", "num_keys", "a zero size"): EMPTY + ": (Q, 0)",
-    ("masks.attention_mask", "num_queries", "a zero size"): EMPTY,
-    ("masks.attention_mask", "num_keys", "a zero size"): EMPTY,
-    ("positional.sinusoidal_table", "max_len", "a zero size"): EMPTY
+    ("nn.rotary.RotaryEmbedding.angles", "positions", "uint8 ids"): POSITIONS,
+    ("nn.rotary.RotaryEmbedding.angles", "positions", "int16 ids"): POSITIONS,
+    (
+        "models.bert.mean_over_valid",
+        "encoded",
+        "on meta next to cpu",
+    ): CPU_LENGTHS,
+    ("models.bert.mask_tokens", "tokens", "on meta next to cpu"): CPU_LENGTHS,
+    ("nn.masks.masked_softmax", "X", "on meta next to cpu"): CPU_LENGTHS,
+    ("nn.masks.sequence_mask", "max_len", "a zero size"): EMPTY + ": (B, 0)",
+    ("nn.masks.causal_mask", "num_queries", "a zero size"): EMPTY + ": (0, K)",
+    ("nn.masks.causal_mask", "num_keys", "a zero size"): EMPTY + ": (Q, 0)",
+    ("nn.masks.attention_mask", "num_queries", "a zero size"): EMPTY,
+    ("nn.masks.attention_mask", "num_keys", "a zero size"): EMPTY,
+    ("nn.positional.sinusoidal_table", "max_len", "a zero size"): EMPTY
     + ": a (0, D) table",
-    ("data.truncate_pad", "num_steps", "a zero size"): EMPTY + ": []",
-    ("gpt.generate", "max_new_tokens", "a zero size"): EMPTY
+    ("data.translation.truncate_pad", "num_steps", "a zero size"): EMPTY
+    + ": []",
+    ("models.gpt.generate", "max_new_tokens", "a zero size"): EMPTY
     + ": the prompt itself",
-    ("lm_translation.translate_lm", "max_new_tokens", "a zero size"): EMPTY
-    + ": one empty translation per sentence",
-    ("train.train_seq2seq", "num_epochs", "a zero size"): EMPTY
+    (
+        "experiments.lm_translation.translate_lm",
+        "max_new_tokens",
+        "a zero size",
+    ): EMPTY + ": one empty translation per sentence",
+    ("training.loop.train_seq2seq", "num_epochs", "a zero size"): EMPTY
     + ": a record with no epochs (the model is not changed)",
-    ("train.training_record", "num_tokens", "a zero size"): EMPTY
+    ("training.loop.training_record", "num_tokens", "a zero size"): EMPTY
     + ": a run of zero tokens (train_seq2seq with num_epochs=0)",
     (
-        "speculative.speculative_generate",
+        "inference.speculative.speculative_generate",
         "max_new_tokens",
         "a zero size",
     ): EMPTY + ": the prompt itself, no target call",
     (
-        "speculative.measure_speculation",
+        "inference.speculative.measure_speculation",
         "max_new_tokens",
         "a zero size",
     ): EMPTY + ": statistics of zero tokens",
-    ("bpe.merge_ties", "num_merges", "a zero size"): EMPTY + ": []",
-    ("speculative.NGramDraft.propose", "k", "a zero size"): EMPTY
+    ("data.bpe.merge_ties", "num_merges", "a zero size"): EMPTY + ": []",
+    ("inference.speculative.NGramDraft.propose", "k", "a zero size"): EMPTY
     + ": no token proposed",
-    ("speculative.PromptLookupDraft.propose", "k", "a zero size"): EMPTY
-    + ": no token proposed",
+    (
+        "inference.speculative.PromptLookupDraft.propose",
+        "k",
+        "a zero size",
+    ): EMPTY + ": no token proposed",
 }
 
 
@@ -1266,13 +1351,13 @@ def _build() -> tuple[
 # The other arguments an accepted case needs to make sense (else the valid
 # call's): lengths that fit K = 0, Q <= K for a causal mask.
 ACCEPTED_WITH = {
-    ("masks.sequence_mask", "max_len", "a zero size"): lambda: dict(
+    ("nn.masks.sequence_mask", "max_len", "a zero size"): lambda: dict(
         valid_lens=_lens(0, 0)
     ),
-    ("masks.causal_mask", "num_keys", "a zero size"): lambda: dict(
+    ("nn.masks.causal_mask", "num_keys", "a zero size"): lambda: dict(
         num_queries=0
     ),
-    ("masks.attention_mask", "num_keys", "a zero size"): lambda: dict(
+    ("nn.masks.attention_mask", "num_keys", "a zero size"): lambda: dict(
         valid_lens=_lens(0, 0), causal=False
     ),
 }
@@ -1428,7 +1513,7 @@ ISSUE_31 = {
         "indices",
     ),
     "a str among token lists is not split into letters": (
-        lambda: data.Vocab([["a", "b"], "cd"]),
+        lambda: translation.Vocab([["a", "b"], "cd"]),
         TypeError,
         "tokens",
     ),
@@ -1440,14 +1525,12 @@ ISSUE_31 = {
         "enc_outputs",
     ),
     "a wrong width in AddNorm": (
-        lambda: transformer_blocks.AddNorm(8, 0.0)(
-            _float(2, 3, 6), _float(2, 3, 6)
-        ),
+        lambda: blocks.AddNorm(8, 0.0)(_float(2, 3, 6), _float(2, 3, 6)),
         ValueError,
         "X",
     ),
     "a block index beyond the state's caches": (
-        lambda: transformer_blocks.TransformerDecoderBlock(8, 16, 2, 0.0, 5)(
+        lambda: blocks.TransformerDecoderBlock(8, 16, 2, 0.0, 5)(
             _float(2, 3, 8), _decoder_state()
         ),
         ValueError,
@@ -1471,7 +1554,7 @@ def test_the_examples_of_issue_31_are_refused(example):
 
 
 def test_load_tatoeba_reads_a_bom_drops_empty_sides_and_keeps_the_fd(tmp_path):
-    from course_pkg.tatoeba import load_tatoeba
+    from course_pkg.data.tatoeba import load_tatoeba
 
     path = tmp_path / "pairs.txt"
     path.write_bytes(

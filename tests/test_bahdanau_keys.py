@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_pkg.cost import count_flops
-from course_pkg.scoring import AdditiveAttention
-from course_pkg.seq2seq import BahdanauState, Seq2SeqAttentionDecoder
+from course_pkg.evaluation.cost import count_flops
+from course_pkg.models.seq2seq import BahdanauState, Seq2SeqAttentionDecoder
+from course_pkg.nn.scoring import AdditiveAttention
 from tests.seq2seq_cases import EMBED, HIDDEN, TGT_V, encoder_run
 
 TIGHT = {"rtol": 1e-12, "atol": 1e-12}

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from course_pkg.bert import (
+from course_pkg.models.bert import (
     IGNORE_INDEX,
     BERTClassifier,
     BERTEncoder,

@@ -9,16 +9,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_pkg.bert import BERTEncoder
-from course_pkg.bert_data import TASKS, bert_vocab, encode_sentences
-from course_pkg.bert_experiment import (
+from course_pkg.data.bert_inputs import TASKS, bert_vocab, encode_sentences
+from course_pkg.data.corpus import english_french_corpus
+from course_pkg.experiments.bert_comparison import (
     fit_linear_classifier,
     linear_probe,
     mean_outputs,
     new_bert,
 )
-from course_pkg.corpus import english_french_corpus
-from course_pkg.pretrain import SETTINGS
+from course_pkg.models.bert import BERTEncoder
+from course_pkg.training.bert_pretraining import SETTINGS
 
 SMALL = dataclasses.replace(SETTINGS, num_hiddens=8, ffn_num_hiddens=16)
 

@@ -196,22 +196,23 @@ def test_every_printed_listing_has_at_most_60_lines():
     assert not too_long, "\n".join(too_long)
 
 
+def _package_modules() -> set[str]:
+    """Every module and subpackage of course_pkg, dotted, without the
+    package itself: "device", "nn", "nn.attention", ..."""
+    found = set()
+    for path in (ROOT / "course_pkg").rglob("*.py"):
+        parts = path.relative_to(ROOT / "course_pkg").with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if parts:
+            found.add(".".join(parts))
+    return found
+
+
 def test_the_reference_page_documents_every_module():
     api = (ROOT / "book" / "api.md").read_text(encoding="utf-8")
-    documented = set(re.findall(r"automodule:: course_pkg\.(\w+)", api))
-    modules = {p.stem for p in (ROOT / "course_pkg").glob("*.py")} - {
-        "__init__"
-    }
-    # subpackages (course_pkg.kernels) and their modules
-    for init in (ROOT / "course_pkg").glob("*/__init__.py"):
-        modules.add(init.parent.name)
-        for module in init.parent.glob("*.py"):
-            if module.stem != "__init__":
-                assert (
-                    f"automodule:: course_pkg.{init.parent.name}.{module.stem}"
-                    in api
-                )
-    assert documented == modules
+    documented = set(re.findall(r"automodule:: course_pkg\.([\w.]+)", api))
+    assert documented == _package_modules()
 
 
 if __name__ == "__main__":
@@ -246,14 +247,11 @@ def _readme_module_rows() -> list[tuple[list[str], str]]:
     """(modules, "Printed in the book" cell) of each row of the README's
     module table."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    modules = {p.stem for p in (ROOT / "course_pkg").glob("*.py")}
-    modules |= {
-        p.parent.name for p in (ROOT / "course_pkg").glob("*/__init__.py")
-    }
+    modules = _package_modules()
     rows = []
     for line in readme.splitlines():
         parts = [p.strip() for p in line.strip().strip("|").split("|")]
-        names = re.findall(r"`(\w+)`", parts[0])
+        names = re.findall(r"`([\w.]+)`", parts[0])
         if len(parts) == 3 and names and set(names) <= modules:
             rows.append((names, parts[2]))
     return rows
@@ -283,7 +281,14 @@ def test_the_readme_says_which_chapter_prints_which_object():
     # table's last column lists, row by row, "chapter: `Object`, ...; ...".
     rows = _readme_module_rows()
     listed_modules = {m for modules, _ in rows for m in modules}
-    assert {m.split(".")[0] for m in printed_by_module()} <= listed_modules
+    unlisted = {
+        m
+        for m in printed_by_module()
+        if m not in listed_modules and m.split(".")[0] not in listed_modules
+    }
+    assert not unlisted, (
+        f"modules the book prints, not in the README: {unlisted}"
+    )
     for modules, cell in rows:
         listed = {
             (chapter.strip(), shown)

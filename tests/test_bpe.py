@@ -1,4 +1,4 @@
-"""Byte-level BPE (:mod:`course_pkg.bpe`).
+"""Byte-level BPE (:mod:`course_pkg.data.bpe`).
 
 - round trip ``decode(encode(s)) == s`` on drawn text (non-ASCII, emoji,
   whitespace runs, special tokens inside the text, the empty string);
@@ -39,8 +39,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course_pkg import bpe, shakespeare
-from course_pkg.lm_pretrain import bits_per_byte
+from course_pkg.data import bpe, shakespeare
+from course_pkg.training.lm_pretraining import bits_per_byte
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SPECIALS = ["<|endoftext|>", "<pad>"]
@@ -246,7 +246,7 @@ def test_the_same_text_gives_the_same_merges_under_another_hash_seed():
     again = bpe.train_bpe(SAMPLE, 400, SPECIALS)
     assert first.merges == again.merges
     code = (
-        "import json, sys; from course_pkg import bpe; "
+        "import json, sys; from course_pkg.data import bpe; "
         "from tests.test_bpe import SAMPLE, SPECIALS; "
         "print(json.dumps(bpe.train_bpe(SAMPLE, 400, SPECIALS).merges))"
     )

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from course_pkg import corpus
+from course_pkg.data import corpus
 from course_pkg.files import cache_dir, cached_json
 
 

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from course_pkg.checkpoint import load_checkpoint, save_checkpoint
-from course_pkg.seq2seq import Seq2SeqSettings
+from course_pkg.models.seq2seq import Seq2SeqSettings
+from course_pkg.training.checkpoint import load_checkpoint, save_checkpoint
 
 
 def model(seed=0, width=4):

@@ -161,9 +161,9 @@ def test_the_seed_reaches_every_cell_that_reads_it():
 
     claims = _bench_claims()
     cells = [
-        "from course_pkg.seq2seq import SETTINGS\nseed_everything(0)",
+        "from course_pkg.models.seq2seq import SETTINGS\nseed_everything(0)",
         "loader(seed=SETTINGS.seed)",
-        "from course_pkg.gpt import (\n    SETTINGS,\n)",
+        "from course_pkg.models.gpt import (\n    SETTINGS,\n)",
         "model(seed=SETTINGS.seed)",
     ]
     nb = nbformat.v4.new_notebook(
@@ -179,7 +179,7 @@ def test_the_seed_reaches_every_cell_that_reads_it():
         cells=[
             nbformat.v4.new_code_cell("import torch"),
             nbformat.v4.new_code_cell(
-                "from course_pkg.seq2seq import SETTINGS\n"
+                "from course_pkg.models.seq2seq import SETTINGS\n"
                 "loader(seed=SETTINGS.seed)"
             ),
         ]

@@ -4,7 +4,10 @@ import collections
 
 import pytest
 
-from course_pkg.corpus import english_french_corpus, english_sentence_labels
+from course_pkg.data.corpus import (
+    english_french_corpus,
+    english_sentence_labels,
+)
 
 
 def assert_invariants(splits):

@@ -1,21 +1,21 @@
-"""Sequential depth, operation counts and timing helpers (course_pkg.cost)."""
+"""Sequential depth, operation counts and timing helpers (course_pkg.evaluation.cost)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from course_pkg import cost
-from course_pkg.attention import MultiHeadAttention
-from course_pkg.cost import (
+from course_pkg.evaluation import cost
+from course_pkg.evaluation.cost import (
     call_seconds,
     count_flops,
     fastest_seconds,
     median_seconds,
     sequential_depth,
 )
-from course_pkg.seq2seq import seq2seq_model
-from course_pkg.transformer import Transformer
+from course_pkg.models.seq2seq import seq2seq_model
+from course_pkg.models.transformer import Transformer
+from course_pkg.nn.attention import MultiHeadAttention
 
 
 def chain(x: torch.Tensor, length: int) -> torch.Tensor:

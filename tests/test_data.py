@@ -1,4 +1,4 @@
-"""Tests for course_pkg.data: the synthetic corpus, the real-data loaders, Vocab and batches."""
+"""Tests for course_pkg.data.translation: the synthetic corpus, the real-data loaders, Vocab and batches."""
 
 from __future__ import annotations
 
@@ -16,8 +16,14 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_pkg.corpus import _generate_corpus, english_french_corpus
-from course_pkg.data import (
+from course_pkg.data.corpus import _generate_corpus, english_french_corpus
+from course_pkg.data.tatoeba import (
+    FRA_ENG_SHA1,
+    FRA_ENG_URL,
+    download_fra_eng,
+    load_tatoeba,
+)
+from course_pkg.data.translation import (
     TranslationLoaders,
     Vocab,
     build_arrays,
@@ -28,12 +34,6 @@ from course_pkg.data import (
     tokenize_pairs,
     translation_dataloaders,
     truncate_pad,
-)
-from course_pkg.tatoeba import (
-    FRA_ENG_SHA1,
-    FRA_ENG_URL,
-    download_fra_eng,
-    load_tatoeba,
 )
 from tests.ci import missing
 

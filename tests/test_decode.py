@@ -1,4 +1,4 @@
-"""Tests for course_pkg.decode: greedy (cached = uncached), beam search (exact when exhaustive,
+"""Tests for course_pkg.inference.decode: greedy (cached = uncached), beam search (exact when exhaustive,
 beam 1 = greedy, finds what greedy misses), sequence scoring, translate, bad input.
 """
 
@@ -11,14 +11,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_pkg.decode import (
+from course_pkg.inference.decode import (
     beam_search,
     cut_at_eos,
     greedy_decode,
     sequence_log_prob,
 )
-from course_pkg.encoder_decoder import Decoder, Encoder, EncoderDecoder
-from course_pkg.seq2seq import (
+from course_pkg.models.encoder_decoder import Decoder, Encoder, EncoderDecoder
+from course_pkg.models.seq2seq import (
     Seq2SeqAttentionDecoder,
     Seq2SeqDecoder,
     Seq2SeqEncoder,
@@ -432,9 +432,9 @@ def test_beam_refuses_bad_settings(kwargs, words):
 def test_translate_returns_the_references_a_model_has_memorised():
     """From strings to strings: a model trained until it knows three pairs by heart must give
     back their references, greedy and with a beam, whatever else is in the batch."""
-    from course_pkg.data import Vocab, build_arrays, tokenize_pairs
-    from course_pkg.decode import translate
-    from course_pkg.train import train_seq2seq
+    from course_pkg.data.translation import Vocab, build_arrays, tokenize_pairs
+    from course_pkg.inference.decode import translate
+    from course_pkg.training.loop import train_seq2seq
 
     pairs = [
         ("i see the cat .", "je vois le chat ."),

@@ -1,6 +1,6 @@
 """Data-parallel training: one process, 2 gloo ranks by hand and 2 gloo ranks with DDP agree.
 
-The two ranks are forked by the test itself (each runs ``course_pkg.distributed.main``, the
+The two ranks are forked by the test itself (each runs ``course_pkg.training.distributed.main``, the
 entry point torchrun starts, with the rendezvous variables torchrun would set) and talk over the
 loopback interface. The reference runs in this process with no process group.
 """
@@ -14,11 +14,11 @@ import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-from course_pkg import data_parallel, distributed
-from course_pkg.corpus import english_french_corpus
-from course_pkg.data import translation_dataloaders
-from course_pkg.train import masked_cross_entropy
-from course_pkg.transformer import Transformer
+from course_pkg.data.corpus import english_french_corpus
+from course_pkg.data.translation import translation_dataloaders
+from course_pkg.models.transformer import Transformer
+from course_pkg.training import data_parallel, distributed
+from course_pkg.training.loop import masked_cross_entropy
 
 # A small corpus and a global batch of 16: a few seconds in all.
 ARGV = ["--num-pairs", "400", "--batch-size", "16", "--threads", "1"]

@@ -1,4 +1,4 @@
-"""Tests of course_pkg.efficient_attention: blockwise attention and grouped-query attention.
+"""Tests of course_pkg.nn.grouped_query: blockwise attention and grouped-query attention.
 
 Peers nobody here wrote: torch.nn.functional.scaled_dot_product_attention (with a boolean mask,
 and with enable_gqa=True); the course's own MultiHeadAttention and masked_softmax for the
@@ -16,13 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.overrides import TorchFunctionMode
 
-from course_pkg.attention import MultiHeadAttention
-from course_pkg.efficient_attention import (
-    GroupedQueryAttention,
-    blockwise_attention,
-)
-from course_pkg.masks import masked_softmax
-from course_pkg.rotary import RotaryEmbedding
+from course_pkg.kernels.blockwise import blockwise_attention
+from course_pkg.nn.attention import MultiHeadAttention
+from course_pkg.nn.grouped_query import GroupedQueryAttention
+from course_pkg.nn.masks import masked_softmax
+from course_pkg.nn.rotary import RotaryEmbedding
 
 F64 = torch.float64
 

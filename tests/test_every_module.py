@@ -16,24 +16,26 @@ import torch
 from torch import nn
 
 import course_pkg
-from course_pkg import (
-    attention,
+from course_pkg.experiments import toy_tasks
+from course_pkg.models import (
     bert,
-    efficient_attention,
     encoder_decoder,
     gpt,
     gpt2,
-    kernel_regression,
-    lm_variants,
     luong,
-    modern_block,
+    nadaraya_watson,
+    seq2seq,
+    transformer,
+    variant_gpt,
+)
+from course_pkg.nn import (
+    attention,
+    blocks,
+    grouped_query,
+    modern_blocks,
     positional,
     rotary,
     scoring,
-    seq2seq,
-    toy_tasks,
-    transformer,
-    transformer_blocks,
 )
 
 ABSTRACT = {
@@ -41,14 +43,14 @@ ABSTRACT = {
     encoder_decoder.Decoder,
     scoring.ScoredAttention,
     seq2seq.AttentionGRUDecoder,
-    transformer_blocks.TokenStack,
+    blocks.TokenStack,
 }
 
 
 def _all_module_classes() -> set[type]:
     found = set()
-    for info in pkgutil.iter_modules(course_pkg.__path__):
-        module = importlib.import_module(f"course_pkg.{info.name}")
+    for info in pkgutil.walk_packages(course_pkg.__path__, "course_pkg."):
+        module = importlib.import_module(info.name)
         for _, obj in inspect.getmembers(module, inspect.isclass):
             if (
                 issubclass(obj, nn.Module)
@@ -101,10 +103,8 @@ def _seq2seq(decoder_cls):
 
 
 def _decoder_block(device):
-    block = transformer_blocks.TransformerDecoderBlock(8, 16, 2, 0.1, 0).to(
-        device
-    )
-    state = transformer_blocks.DecoderState(
+    block = blocks.TransformerDecoderBlock(8, 16, 2, 0.1, 0).to(device)
+    state = blocks.DecoderState(
         _x(device, 2, 4, 8), _lens(device, 4, 2), (None,), 0
     )
     return block(_x(device, 2, 3, 8), state)[0]
@@ -164,8 +164,8 @@ FORWARDS = {
     positional.LearnedPositionalEncoding: lambda d: (
         positional.LearnedPositionalEncoding(8, 0.1).to(d)(_x(d, 2, 5, 8))
     ),
-    kernel_regression.NWKernelRegression: lambda d: (
-        kernel_regression.NWKernelRegression(0.5).to(d)(
+    nadaraya_watson.NWKernelRegression: lambda d: (
+        nadaraya_watson.NWKernelRegression(0.5).to(d)(
             _x(d, 4), _x(d, 7), _x(d, 7)
         )
     ),
@@ -176,42 +176,38 @@ FORWARDS = {
     seq2seq.Seq2SeqDecoder: _seq2seq(seq2seq.Seq2SeqDecoder),
     seq2seq.Seq2SeqAttentionDecoder: _seq2seq(seq2seq.Seq2SeqAttentionDecoder),
     luong.LuongAttentionDecoder: _seq2seq(luong.LuongAttentionDecoder),
-    transformer_blocks.PositionWiseFFN: lambda d: (
-        transformer_blocks.PositionWiseFFN(16, 8).to(d)(_x(d, 2, 5, 8))
+    blocks.PositionWiseFFN: lambda d: blocks.PositionWiseFFN(16, 8).to(d)(
+        _x(d, 2, 5, 8)
     ),
-    transformer_blocks.AddNorm: lambda d: transformer_blocks.AddNorm(
-        8, 0.1
-    ).to(d)(_x(d, 2, 5, 8), _x(d, 2, 5, 8)),
-    transformer_blocks.TransformerEncoderBlock: lambda d: (
-        transformer_blocks.TransformerEncoderBlock(8, 16, 2, 0.1).to(d)(
-            _x(d, 2, 5, 8), _lens(d, 5, 2)
-        )
+    blocks.AddNorm: lambda d: blocks.AddNorm(8, 0.1).to(d)(
+        _x(d, 2, 5, 8), _x(d, 2, 5, 8)
     ),
+    blocks.TransformerEncoderBlock: lambda d: blocks.TransformerEncoderBlock(
+        8, 16, 2, 0.1
+    ).to(d)(_x(d, 2, 5, 8), _lens(d, 5, 2)),
     transformer.TransformerEncoder: lambda d: transformer.TransformerEncoder(
         11, 8, 16, 2, 2, 0.1
     ).to(d)(_tokens(d), _lens(d, 5, 2)),
-    transformer_blocks.TransformerDecoderBlock: _decoder_block,
+    blocks.TransformerDecoderBlock: _decoder_block,
     transformer.TransformerDecoder: _transformer_decoder,
     transformer.Transformer: lambda d: transformer.Transformer(
         11, 13, 8, 16, 2, 2, 0.1
     ).to(d)(_tokens(d), _tokens(d, vocab=13), _lens(d, 5, 3)),
-    efficient_attention.GroupedQueryAttention: _multihead(
-        lambda: efficient_attention.GroupedQueryAttention(
-            8, 4, 0.1, num_kv_heads=2
-        ),
+    grouped_query.GroupedQueryAttention: _multihead(
+        lambda: grouped_query.GroupedQueryAttention(8, 4, 0.1, num_kv_heads=2),
         causal=True,
     ),
     rotary.RotaryEmbedding: lambda d: rotary.RotaryEmbedding(4).to(d)(
         _x(d, 2, 2, 5, 4), offset=3
     ),
-    modern_block.RMSNorm: lambda d: modern_block.RMSNorm(8).to(d)(
+    modern_blocks.RMSNorm: lambda d: modern_blocks.RMSNorm(8).to(d)(
         _x(d, 2, 5, 8)
     ),
-    modern_block.SwiGLUFFN: lambda d: modern_block.SwiGLUFFN(16, 8).to(d)(
+    modern_blocks.SwiGLUFFN: lambda d: modern_blocks.SwiGLUFFN(16, 8).to(d)(
         _x(d, 2, 5, 8)
     ),
-    modern_block.PreNormEncoderBlock: lambda d: (
-        modern_block.PreNormEncoderBlock(
+    modern_blocks.PreNormEncoderBlock: lambda d: (
+        modern_blocks.PreNormEncoderBlock(
             8, 16, 4, 0.1, norm="rms", ffn="swiglu", num_kv_heads=2
         ).to(d)(_x(d, 2, 5, 8), _lens(d, 5, 2))
     ),
@@ -238,10 +234,10 @@ FORWARDS = {
     ),
     gpt2.GPT2Block: _gpt2_block,
     bert.PublishedBERT: lambda d: _published_bert(d),
-    lm_variants.VariantGPT: lambda d: lm_variants.VariantGPT(
+    variant_gpt.VariantGPT: lambda d: variant_gpt.VariantGPT(
         11, 8, 16, 4, 2, 0.1, num_kv_heads=2, norm="rms", placement="pre"
     ).to(d)(_tokens(d)),
-    lm_variants.VariantBlock: lambda d: lm_variants.VariantBlock(
+    variant_gpt.VariantBlock: lambda d: variant_gpt.VariantBlock(
         8, 16, 4, 0.1, num_kv_heads=1, ffn="swiglu"
     ).to(d)(_x(d, 2, 5, 8))[0],
 }

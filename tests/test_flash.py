@@ -1,4 +1,4 @@
-"""course_pkg.flash: FlashAttention's forward, backward and byte count, in
+"""course_pkg.kernels.flash: FlashAttention's forward, backward and byte count, in
 PyTorch.
 
 - gradcheck in float64 of the autograd Function, with every mask;
@@ -6,7 +6,7 @@ PyTorch.
   backward, in float32: masks, causal, odd lengths, T not a multiple of the
   block, fully masked rows (SDPA gives them 0, the course's rule too);
 - hypothesis over shapes, blocks and masks (derandomized) against the
-  explicit float64 path built on course_pkg.masks.masked_softmax;
+  explicit float64 path built on course_pkg.nn.masks.masked_softmax;
 - the byte counter against its formulas, causal block skipping counted;
 - what the Function saves (Q, K, V, O, LSE, nothing T x T);
 - meta device, bad input.
@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_pkg.flash import (
+from course_pkg.kernels.flash import (
     IOCounter,
     flash_attention,
     flash_backward,
@@ -31,7 +31,7 @@ from course_pkg.flash import (
     standard_attention,
     standard_attention_bytes,
 )
-from course_pkg.masks import masked_softmax
+from course_pkg.nn.masks import masked_softmax
 
 # float32 bounds, from the float64 reference: over PARITY_CASES the largest
 # errors were, forward and gradients, ours 4.0e-7 and 1.3e-6, SDPA's 5.5e-7

@@ -8,7 +8,7 @@ without a GPU is the only way to run one). On a GPU it is left unset and
 the same parity tests run compiled, marked ``cuda``.
 
 - parity, forward and backward, with the PyTorch version
-  (:mod:`course_pkg.flash`) and SDPA, float32 bounds from the float64
+  (:mod:`course_pkg.kernels.flash`) and SDPA, float32 bounds from the float64
   reference (tests/test_flash.py), float64 to 1e-12;
 - ahead-of-time compilation for sm80 and sm90 with the bundled ptxas, in a
   subprocess without the interpreter, for each dtype the kernels take: a
@@ -38,8 +38,8 @@ import torch.nn.functional as F
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from course_pkg.flash import flash_attention  # noqa: E402
 from course_pkg.kernels import flash_triton  # noqa: E402
+from course_pkg.kernels.flash import flash_attention  # noqa: E402
 from course_pkg.kernels.flash_triton import triton_flash_attention  # noqa: E402
 from tests.conftest import CUDA  # noqa: E402
 from tests.test_flash import (  # noqa: E402
@@ -419,7 +419,7 @@ def test_the_record_is_of_todays_kernels():
 NO_TRITON = """
 import sys
 sys.modules["triton"] = None  # what an import of a missing package gives
-import course_pkg, course_pkg.flash
+import course_pkg, course_pkg.kernels.flash
 from course_pkg.kernels import triton_status
 available, why = triton_status()
 print(available, why)

@@ -1,4 +1,4 @@
-"""Tests of course_pkg.gpt and course_pkg.lm_translation: the decoder-only model and its sampling.
+"""Tests of course_pkg.models.gpt and course_pkg.experiments.lm_translation: the decoder-only model and its sampling.
 
 Peers nobody here wrote: ``torch.nn.TransformerEncoder`` under a causal mask, with weights
 copied into ours, and ``torch.softmax``/``torch.topk`` as the reference of the sampling filters.
@@ -19,11 +19,9 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-from course_pkg.attention import KVCache
-from course_pkg.corpus import english_french_corpus
-from course_pkg.data import tokenize
-from course_pkg.gpt import GPT, GPTBlock, generate, next_token_probs
-from course_pkg.lm_translation import (
+from course_pkg.data.corpus import english_french_corpus
+from course_pkg.data.translation import tokenize
+from course_pkg.experiments.lm_translation import (
     SEP,
     train_lm,
     translate_lm,
@@ -31,9 +29,11 @@ from course_pkg.lm_translation import (
     translation_lm_loader,
     translation_lm_vocab,
 )
-from course_pkg.positional import sinusoidal_table
-from course_pkg.train import masked_cross_entropy
-from course_pkg.transformer_blocks import TransformerEncoderBlock
+from course_pkg.models.gpt import GPT, GPTBlock, generate, next_token_probs
+from course_pkg.nn.attention import KVCache
+from course_pkg.nn.blocks import TransformerEncoderBlock
+from course_pkg.nn.positional import sinusoidal_table
+from course_pkg.training.loop import masked_cross_entropy
 
 V, D, FFN, H, N = 13, 16, 24, 4, 2
 

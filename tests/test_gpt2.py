@@ -1,10 +1,10 @@
-"""Tests of course_pkg.gpt2: GPT-2's architecture built from the course's pieces.
+"""Tests of course_pkg.models.gpt2: GPT-2's architecture built from the course's pieces.
 
 Parity with Hugging Face's ``GPT2LMHeadModel`` (logits, padding, generation, the weights'
 round trip) is in ``tests/test_hf.py``. Here: gradients reach every parameter, the output layer
 stays tied to the token embedding through moves, copies and loads, GPT-2's initialisation
 (measured spreads), the cache (step by step = one call, float64), cached and uncached
-:func:`course_pkg.gpt.generate` agree, what ``valid_lens`` hides (for GPT-2, the course's GPT and
+:func:`course_pkg.models.gpt.generate` agree, what ``valid_lens`` hides (for GPT-2, the course's GPT and
 the pre-norm variant), GELU's tanh approximation against its formula, gradcheck in float64 and
 the meta device.
 """
@@ -19,10 +19,10 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from course_pkg.gpt import GPT, generate
-from course_pkg.gpt2 import GPT2, INIT_STD
-from course_pkg.lm_variants import VariantGPT
-from course_pkg.transformer_blocks import PositionWiseFFN
+from course_pkg.models.gpt import GPT, generate
+from course_pkg.models.gpt2 import GPT2, INIT_STD
+from course_pkg.models.variant_gpt import VariantGPT
+from course_pkg.nn.blocks import PositionWiseFFN
 
 V, D, H, N, MAX_LEN = 17, 16, 4, 2, 12
 

@@ -1,4 +1,4 @@
-"""Tests for course_pkg.gru: the initialisation against d2l's, and the size checks every GRU model
+"""Tests for course_pkg.nn.gru: the initialisation against d2l's, and the size checks every GRU model
 runs before it builds anything."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ import pytest
 import torch
 from torch import nn
 
-from course_pkg.gru import init_seq2seq
-from course_pkg.luong import LuongAttentionDecoder
-from course_pkg.seq2seq import (
+from course_pkg.models.luong import LuongAttentionDecoder
+from course_pkg.models.seq2seq import (
     Seq2SeqAttentionDecoder,
     Seq2SeqDecoder,
     Seq2SeqEncoder,
 )
+from course_pkg.nn.gru import init_seq2seq
 from tests.seq2seq_cases import EMBED, HIDDEN, SRC_V
 
 GRU_MODELS = [

@@ -13,9 +13,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_pkg.encoder_decoder import EncoderDecoder
-from course_pkg.luong import LuongAttentionDecoder, luong_model
-from course_pkg.seq2seq import (
+from course_pkg.models.encoder_decoder import EncoderDecoder
+from course_pkg.models.luong import LuongAttentionDecoder, luong_model
+from course_pkg.models.seq2seq import (
     Seq2SeqAttentionDecoder,
     Seq2SeqDecoder,
     Seq2SeqEncoder,

@@ -12,14 +12,14 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_pkg.data import Vocab, source_array, tokenize
-from course_pkg.decode import beam_search, greedy_decode, translate
+from course_pkg.data.translation import Vocab, source_array, tokenize
 from course_pkg.device import seed_everything
-from course_pkg.encoder_decoder import EncoderDecoder
-from course_pkg.masks import causal_mask, sequence_mask
-from course_pkg.metrics import bleu, corpus_bleu
-from course_pkg.train import masked_cross_entropy, train_seq2seq
-from course_pkg.transformer import Transformer, TransformerEncoder
+from course_pkg.evaluation.bleu import bleu, corpus_bleu
+from course_pkg.inference.decode import beam_search, greedy_decode, translate
+from course_pkg.models.encoder_decoder import EncoderDecoder
+from course_pkg.models.transformer import Transformer, TransformerEncoder
+from course_pkg.nn.masks import causal_mask, sequence_mask
+from course_pkg.training.loop import masked_cross_entropy, train_seq2seq
 
 WORDS = st.lists(st.sampled_from(["a", "b", "c", "<pad>", "<eos>", "<unk>"]))
 SENTENCE = WORDS.map(" ".join)

@@ -9,15 +9,15 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_pkg.attention import MultiHeadAttention
-from course_pkg.modern_block import RMSNorm, SwiGLUFFN
-from course_pkg.positional import PositionalEncoding
-from course_pkg.scoring import (
+from course_pkg.nn.attention import MultiHeadAttention
+from course_pkg.nn.blocks import PositionWiseFFN
+from course_pkg.nn.modern_blocks import RMSNorm, SwiGLUFFN
+from course_pkg.nn.positional import PositionalEncoding
+from course_pkg.nn.scoring import (
     AdditiveAttention,
     DotProductAttention,
     LuongAttention,
 )
-from course_pkg.transformer_blocks import PositionWiseFFN
 
 POISONS = [float("nan"), float("inf"), float("-inf")]
 

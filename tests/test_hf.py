@@ -1,9 +1,9 @@
-"""Parity of course_pkg.gpt2.GPT2 and course_pkg.bert.PublishedBERT with Hugging Face ``transformers``.
+"""Parity of course_pkg.models.gpt2.GPT2 and course_pkg.models.bert.PublishedBERT with Hugging Face ``transformers``.
 
 The peer nobody here wrote: ``transformers`` (5.23.0, in requirements.txt; imported here and only
 here, never by the package). Its models are built from small configurations with random weights
 (seeded; nothing is downloaded, and ``HF_HUB_OFFLINE=1`` is set before the import), converted by
-:mod:`course_pkg.hf`, and compared in float64 with a 1e-12 bound (tests/README.md, rule 1):
+:mod:`course_pkg.models.hf_weights`, and compared in float64 with a 1e-12 bound (tests/README.md, rule 1):
 logits, right padding with ``valid_lens`` against ``attention_mask`` (every position, padded ones
 included), cached greedy generation token for token against ``generate``, BERT's hidden states and
 pooled output with ``attention_mask`` and ``token_type_ids``, and the round trips of the state
@@ -32,10 +32,10 @@ from transformers import (  # noqa: E402
     GPT2LMHeadModel,
 )
 
-from course_pkg.bert import PublishedBERT  # noqa: E402
-from course_pkg.gpt import generate  # noqa: E402
-from course_pkg.gpt2 import GPT2  # noqa: E402
-from course_pkg.hf import (  # noqa: E402
+from course_pkg.models.bert import PublishedBERT  # noqa: E402
+from course_pkg.models.gpt import generate  # noqa: E402
+from course_pkg.models.gpt2 import GPT2  # noqa: E402
+from course_pkg.models.hf_weights import (  # noqa: E402
     bert_from_hf,
     bert_to_hf,
     gpt2_from_hf,

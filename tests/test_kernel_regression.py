@@ -1,4 +1,4 @@
-"""Tests for course_pkg.kernel_regression (Nadaraya–Watson attention pooling)."""
+"""Tests for course_pkg.models.nadaraya_watson (Nadaraya–Watson attention pooling)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import norm
 
-from course_pkg.kernel_regression import (
+from course_pkg.models.nadaraya_watson import (
     KERNELS,
     NWKernelRegression,
     boxcar,

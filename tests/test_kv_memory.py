@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_pkg.efficient_attention import GroupedQueryAttention
-from course_pkg.kv_memory import (
+from course_pkg.inference.kv_memory import (
     PUBLISHED_CONFIGS,
     CacheConfig,
     kv_bytes_per_token,
     kv_cache_bytes,
     weight_bytes,
 )
+from course_pkg.nn.grouped_query import GroupedQueryAttention
 
 
 def test_bytes_per_token_by_hand():

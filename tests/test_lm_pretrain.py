@@ -1,4 +1,4 @@
-"""Tests of course_pkg.lm_pretrain: windows, count baselines, bits per byte, the schedule, the loop."""
+"""Tests of course_pkg.training.lm_pretraining: windows, count baselines, bits per byte, the schedule, the loop."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from course_pkg.gpt2 import GPT2
-from course_pkg.lm_pretrain import (
+from course_pkg.models.gpt2 import GPT2
+from course_pkg.training.lm_pretraining import (
     CharTokenizer,
     LMSettings,
     NGramModel,

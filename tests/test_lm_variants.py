@@ -1,6 +1,6 @@
-"""Tests of course_pkg.lm_variants: the configurable decoder-only model.
+"""Tests of course_pkg.models.variant_gpt: the configurable decoder-only model.
 
-Peer: the course's GPT (course_pkg.gpt, itself tested against ``torch.nn.TransformerEncoder``)
+Peer: the course's GPT (course_pkg.models.gpt, itself tested against ``torch.nn.TransformerEncoder``)
 with its weights copied into the variant with num_kv_heads=H, layer norm, ReLU FFN and
 post-norm; for the pre-norm placement, ``torch.nn.TransformerEncoderLayer(norm_first=True)``
 under a causal mask. Also: shapes of every variant, causality (hypothesis), the cache (one call =
@@ -16,15 +16,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from course_pkg.corpus import english_french_corpus
-from course_pkg.gpt import GPT, generate
-from course_pkg.lm_translation import (
+from course_pkg.data.corpus import english_french_corpus
+from course_pkg.experiments.lm_translation import (
     train_lm,
     translate_lm,
     translation_lm_loader,
     translation_lm_vocab,
 )
-from course_pkg.lm_variants import VariantBlock, VariantGPT, VariantSettings
+from course_pkg.models.gpt import GPT, generate
+from course_pkg.models.variant_gpt import (
+    VariantBlock,
+    VariantGPT,
+    VariantSettings,
+)
 
 V, D, FFN, H, N = 13, 16, 24, 4, 2
 VARIANTS = [

@@ -8,19 +8,19 @@ import math
 import pytest
 import torch
 
-from course_pkg.efficient_attention import GroupedQueryAttention
-from course_pkg.long_context import (
+from course_pkg.experiments.toy_tasks import (
+    LENGTH_VARIANTS,
+    CopyBack,
+    copy_back_at_lengths,
+)
+from course_pkg.nn.grouped_query import GroupedQueryAttention
+from course_pkg.nn.position_scaling import (
     alibi_bias,
     alibi_slopes,
     ntk_scaled_base,
     scaled_rotary,
 )
-from course_pkg.rotary import RotaryEmbedding
-from course_pkg.toy_tasks import (
-    LENGTH_VARIANTS,
-    CopyBack,
-    copy_back_at_lengths,
-)
+from course_pkg.nn.rotary import RotaryEmbedding
 
 
 def test_slopes_by_hand():

@@ -1,4 +1,4 @@
-"""Tests for course_pkg.luong: the equations, shapes, cached decoding,
+"""Tests for course_pkg.models.luong: the equations, shapes, cached decoding,
 gradcheck and bad input (the decoder contract, masking and devices: in
 tests/test_gru_decoders.py)."""
 
@@ -7,9 +7,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_pkg.decode import greedy_decode
-from course_pkg.luong import LuongAttentionDecoder, LuongGRUState, luong_model
-from course_pkg.seq2seq import Seq2SeqEncoder, Seq2SeqSettings
+from course_pkg.inference.decode import greedy_decode
+from course_pkg.models.luong import (
+    LuongAttentionDecoder,
+    LuongGRUState,
+    luong_model,
+)
+from course_pkg.models.seq2seq import Seq2SeqEncoder, Seq2SeqSettings
 from tests.seq2seq_cases import EMBED, HIDDEN, SRC_V, TGT_V, encoder_run
 from tests.seq2seq_cases import random_batch as _batch
 

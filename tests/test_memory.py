@@ -1,11 +1,11 @@
-"""Tests of course_pkg.memory: the peak memory of a call, from the allocator's own events."""
+"""Tests of course_pkg.evaluation.memory: the peak memory of a call, from the allocator's own events."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from course_pkg.memory import MemoryUse, peak_memory
+from course_pkg.evaluation.memory import MemoryUse, peak_memory
 
 MIB = 2**20
 

@@ -1,4 +1,4 @@
-"""Tests for course_pkg.metrics: parity with d2l's sentence BLEU and with sacrebleu's corpus BLEU."""
+"""Tests for course_pkg.evaluation.bleu: parity with d2l's sentence BLEU and with sacrebleu's corpus BLEU."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import sacrebleu
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_pkg.corpus import english_french_corpus
-from course_pkg.metrics import bleu, corpus_bleu
+from course_pkg.data.corpus import english_french_corpus
+from course_pkg.evaluation.bleu import bleu, corpus_bleu
 
 # A small alphabet so that random sequences share many n-grams (and sometimes none).
 words = st.sampled_from(["a", "b", "c", "d", "e", "f"])

@@ -1,4 +1,4 @@
-"""Tests of course_pkg.modern_block: RMSNorm, the SwiGLU feed-forward network, the pre-norm block.
+"""Tests of course_pkg.nn.modern_blocks: RMSNorm, the SwiGLU feed-forward network, the pre-norm block.
 
 Peers nobody here wrote: torch.nn.RMSNorm and torch.nn.TransformerEncoderLayer(norm_first=True),
 with copied weights; torch.nn.functional.silu for the gate.
@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from course_pkg.modern_block import PreNormEncoderBlock, RMSNorm, SwiGLUFFN
+from course_pkg.nn.modern_blocks import PreNormEncoderBlock, RMSNorm, SwiGLUFFN
 
 F64 = torch.float64
 

@@ -9,8 +9,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_pkg.paged_cache import PagedKVCache, contiguous_waste, paged_waste
-from course_pkg.sliding_window import sliding_window_attention
+from course_pkg.inference.paged_cache import (
+    PagedKVCache,
+    contiguous_waste,
+    paged_waste,
+)
+from course_pkg.nn.sliding_window import sliding_window_attention
 
 GROUPS, HEADS, WIDTH = 2, 4, 3
 

@@ -1,4 +1,4 @@
-"""Tests of course_pkg.positional against d2l.torch and the properties the chapter relies on."""
+"""Tests of course_pkg.nn.positional against d2l.torch and the properties the chapter relies on."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import d2l.torch as d2l
 import pytest
 import torch
 
-from course_pkg.positional import (
+from course_pkg.nn.positional import (
     LearnedPositionalEncoding,
     PositionalEncoding,
     sinusoidal_table,

@@ -7,8 +7,7 @@ import dataclasses
 import pytest
 import torch
 
-from course_pkg.bert import BERTClassifier, BERTEncoder, BERTModel
-from course_pkg.bert_data import (
+from course_pkg.data.bert_inputs import (
     NUM_SPECIAL,
     TASKS,
     add_second_segment,
@@ -17,9 +16,21 @@ from course_pkg.bert_data import (
     label_dataset,
     translation_pairs,
 )
-from course_pkg.bert_experiment import compare_pretraining, new_bert
-from course_pkg.corpus import english_french_corpus, english_sentence_labels
-from course_pkg.pretrain import SETTINGS, fine_tune, predict, pretrain_bert
+from course_pkg.data.corpus import (
+    english_french_corpus,
+    english_sentence_labels,
+)
+from course_pkg.experiments.bert_comparison import (
+    compare_pretraining,
+    new_bert,
+)
+from course_pkg.models.bert import BERTClassifier, BERTEncoder, BERTModel
+from course_pkg.training.bert_pretraining import (
+    SETTINGS,
+    fine_tune,
+    predict,
+    pretrain_bert,
+)
 
 ENGLISH = [
     "the cat sleeps .",

@@ -10,12 +10,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_pkg.train import (
+from course_pkg.models.transformer import Transformer, TransformerSettings
+from course_pkg.training.loop import (
     masked_cross_entropy,
     train_seq2seq,
     warmup_inverse_sqrt,
 )
-from course_pkg.transformer import Transformer, TransformerSettings
 
 PAD = 1
 

@@ -1,4 +1,4 @@
-"""Tests of course_pkg.rotary: rotary position embedding.
+"""Tests of course_pkg.nn.rotary: rotary position embedding.
 
 The peer is the complex-number form of RoPE in Su et al. (2021): pair i of a vector at position m,
 read as x[2i] + 1j x[2i+1], is multiplied by exp(1j m theta_i); written here with torch.polar.
@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_pkg.rotary import RotaryEmbedding
+from course_pkg.nn.rotary import RotaryEmbedding
 
 F64 = torch.float64
 

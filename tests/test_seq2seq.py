@@ -1,4 +1,4 @@
-"""Tests for course_pkg.seq2seq: parity with d2l, the pipeline, bad input (the decoder contract,
+"""Tests for course_pkg.models.seq2seq: parity with d2l, the pipeline, bad input (the decoder contract,
 masking and devices of every GRU decoder: in tests/test_gru_decoders.py).
 
 d2l 1.0.3's package exports ``Seq2SeqEncoder`` but not the book's ``Seq2SeqDecoder`` and
@@ -16,8 +16,8 @@ import pytest
 import torch
 from torch import nn
 
-from course_pkg.encoder_decoder import EncoderDecoder
-from course_pkg.seq2seq import (
+from course_pkg.models.encoder_decoder import EncoderDecoder
+from course_pkg.models.seq2seq import (
     Seq2SeqAttentionDecoder,
     Seq2SeqDecoder,
     Seq2SeqEncoder,

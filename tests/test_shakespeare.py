@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from course_pkg import shakespeare
+from course_pkg.data import shakespeare
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_pkg.sliding_window import (
+from course_pkg.nn.sliding_window import (
     RollingKVCache,
     sliding_window_attention,
     sliding_window_mask,

@@ -15,8 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_pkg.device import seed_everything
-from course_pkg.gpt import GPT, generate
-from course_pkg.speculative import (
+from course_pkg.inference.speculative import (
     NGramDraft,
     PromptLookupDraft,
     acceptance_probability,
@@ -27,6 +26,7 @@ from course_pkg.speculative import (
     residual_distribution,
     speculative_generate,
 )
+from course_pkg.models.gpt import GPT, generate
 
 VOCAB = 12
 

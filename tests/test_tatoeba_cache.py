@@ -5,7 +5,7 @@ import zipfile
 
 import pytest
 
-from course_pkg.tatoeba import download_fra_eng
+from course_pkg.data.tatoeba import download_fra_eng
 
 TEXT = "Go.\tVa !\nHi.\tSalut !\n"
 

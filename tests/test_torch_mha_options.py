@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from course_pkg.attention import (
+from course_pkg.nn.attention import (
     MultiHeadAttention,
     copy_weights_from_torch,
     transpose_output,

@@ -1,14 +1,11 @@
-"""The toy tasks of course_pkg.toy_tasks: the attention options of CopyBack,
+"""The toy tasks of course_pkg.experiments.toy_tasks: the attention options of CopyBack,
 the checks of ``shift``, and the devices the helpers draw their tokens for.
 """
 
 import pytest
 import torch
 
-from course_pkg.attention import MultiHeadAttention
-from course_pkg.efficient_attention import GroupedQueryAttention
-from course_pkg.positional import PositionalEncoding
-from course_pkg.toy_tasks import (
+from course_pkg.experiments.toy_tasks import (
     CopyBack,
     NeighbourReader,
     accuracy_by_position,
@@ -17,6 +14,9 @@ from course_pkg.toy_tasks import (
     train_copy_back,
     train_neighbour_reader,
 )
+from course_pkg.nn.attention import MultiHeadAttention
+from course_pkg.nn.grouped_query import GroupedQueryAttention
+from course_pkg.nn.positional import PositionalEncoding
 
 
 def _tokens(batch=3, steps=7, vocab=10, seed=0):

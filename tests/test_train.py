@@ -1,4 +1,4 @@
-"""Tests for course_pkg.train: the masked loss (vs torch's ignore_index), the warm-up, the loop, checkpoints."""
+"""Tests for course_pkg.training.loop: the masked loss (vs torch's ignore_index), the warm-up, the loop, checkpoints."""
 
 from __future__ import annotations
 
@@ -10,15 +10,19 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_pkg.checkpoint import load_checkpoint, save_checkpoint
-from course_pkg.encoder_decoder import EncoderDecoder
-from course_pkg.seq2seq import (
+from course_pkg.models.encoder_decoder import EncoderDecoder
+from course_pkg.models.seq2seq import (
     SETTINGS,
     Seq2SeqAttentionDecoder,
     Seq2SeqDecoder,
     Seq2SeqEncoder,
 )
-from course_pkg.train import linear_warmup, masked_cross_entropy, train_seq2seq
+from course_pkg.training.checkpoint import load_checkpoint, save_checkpoint
+from course_pkg.training.loop import (
+    linear_warmup,
+    masked_cross_entropy,
+    train_seq2seq,
+)
 
 PAD, BOS, EOS, V = 0, 1, 2, 9
 

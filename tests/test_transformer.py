@@ -1,9 +1,9 @@
-"""Tests of course_pkg.transformer: the Transformer encoder, decoder and model.
+"""Tests of course_pkg.models.transformer: the Transformer encoder, decoder and model.
 
 Peers nobody here wrote: ``torch.nn.Transformer`` (and its encoder/decoder layers) and
 ``d2l.torch.TransformerEncoder``, with weights copied into ours. Also: shapes, the key/value
 cache (step-by-step decoding equals one call on the whole prefix; greedy decoding of
-course_pkg.decode gives the same tokens with and without it; beam search runs), the causal and
+course_pkg.inference.decode gives the same tokens with and without it; beam search runs), the causal and
 padding properties, the fused path, gradcheck in float64, the meta device and bad input.
 """
 
@@ -20,14 +20,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from course_pkg.attention import copy_weights_from_torch
-from course_pkg.decode import beam_search, greedy_decode
-from course_pkg.transformer import (
+from course_pkg.inference.decode import beam_search, greedy_decode
+from course_pkg.models.transformer import (
     Transformer,
     TransformerDecoder,
     TransformerEncoder,
 )
-from course_pkg.transformer_blocks import (
+from course_pkg.nn.attention import copy_weights_from_torch
+from course_pkg.nn.blocks import (
     AddNorm,
     DecoderState,
     PositionWiseFFN,

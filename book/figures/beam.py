@@ -1,9 +1,9 @@
 """The beam-search figure of the chapter "The encoder–decoder architecture".
 
-:func:`trace_beam_search` runs the package's :func:`course_pkg.decode.beam_search` on one source
+:func:`trace_beam_search` runs the package's :func:`course_pkg.inference.decode.beam_search` on one source
 sentence and records, through a forward hook on the decoder, the prefixes the search feeds the
 decoder at every step: the beam. It then scores each prefix with
-:func:`course_pkg.decode.sequence_log_prob`. Nothing of the search is re-implemented here, so the
+:func:`course_pkg.inference.decode.sequence_log_prob`. Nothing of the search is re-implemented here, so the
 figure shows what the package did. :func:`draw_beam` draws the trace.
 """
 
@@ -15,7 +15,11 @@ import matplotlib.pyplot as plt
 import torch
 from torch import nn
 
-from course_pkg.decode import beam_search, cut_at_eos, sequence_log_prob
+from course_pkg.inference.decode import (
+    beam_search,
+    cut_at_eos,
+    sequence_log_prob,
+)
 
 
 class BeamTrace(NamedTuple):

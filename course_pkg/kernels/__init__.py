@@ -4,7 +4,7 @@ Chapter: "Writing the attention kernel". :mod:`course_pkg.kernels.flash_triton`
 holds the FlashAttention forward and backward kernels. Triton comes with
 PyTorch's Linux wheels only; on macOS or Windows it is missing, and
 :func:`triton_status` says so instead of failing: the PyTorch version of the
-same algorithm (:mod:`course_pkg.flash`) runs everywhere.
+same algorithm (:mod:`course_pkg.kernels.flash`) runs everywhere.
 
 Without a CUDA GPU the kernels run in Triton's interpreter, which Triton
 reads from the environment variable ``TRITON_INTERPRET=1`` when a kernel is
@@ -29,7 +29,7 @@ def triton_status() -> tuple[bool, str]:
         return False, (
             f"triton does not import here ({error}); it ships with "
             "PyTorch's Linux wheels only. The Triton kernels cannot run, "
-            "course_pkg.flash (the same algorithm in PyTorch) can"
+            "course_pkg.kernels.flash (the same algorithm in PyTorch) can"
         )
     if os.environ.get("TRITON_INTERPRET") == "1":
         return True, (

@@ -1,7 +1,7 @@
 """FlashAttention forward and backward as Triton kernels.
 
 Chapter: "Writing the attention kernel". The algorithm is the one of
-:mod:`course_pkg.flash` (FlashAttention-2's loop order, Dao 2023): one
+:mod:`course_pkg.kernels.flash` (FlashAttention-2's loop order, Dao 2023): one
 program per (query block, head) for the forward and for dQ, one per
 (key block, head) for dK and dV, each recomputing its tiles of
 probabilities from the saved log-sum-exp. The tile heights are
@@ -20,7 +20,7 @@ Importing this module needs ``triton`` (Linux); see
 
 Layout: queries, keys, values (B, H, T, d), contiguous, one dtype and
 device; d = d_v, a power of two in [16, 128]; valid_lens, causal as in
-:func:`course_pkg.flash.flash_attention`.
+:func:`course_pkg.kernels.flash.flash_attention`.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from course_pkg.checks import (
     check_same_float_dtype,
     check_shape,
 )
-from course_pkg.flash import FlashAttention, check_flash_inputs
+from course_pkg.kernels.flash import FlashAttention, check_flash_inputs
 
 try:
     import triton
@@ -45,7 +45,7 @@ try:
 except ImportError as error:
     raise ImportError(
         "course_pkg.kernels.flash_triton needs triton, which ships with "
-        "PyTorch's Linux wheels only; course_pkg.flash runs everywhere"
+        "PyTorch's Linux wheels only; course_pkg.kernels.flash runs everywhere"
     ) from error
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
@@ -358,7 +358,7 @@ def check_kernel_inputs(
 ) -> None:
     """Refuse what the kernels cannot take, before anything is launched.
 
-    On top of :func:`course_pkg.flash.check_flash_inputs`: contiguous
+    On top of :func:`course_pkg.kernels.flash.check_flash_inputs`: contiguous
     tensors; d = d_v a power of two in [16, 128] (``tl.arange`` needs a
     power of two, ``tl.dot`` at least 16); T * d below 2**31 (offsets within
     a head are int32); tiles that fit an A100 and an H100
@@ -560,7 +560,7 @@ def triton_flash_attention(
     block_k: int = 32,
 ) -> torch.Tensor:
     """Scaled dot-product attention by the Triton kernels, with autograd
-    (:class:`course_pkg.flash.FlashAttention` with the kernels' passes).
+    (:class:`course_pkg.kernels.flash.FlashAttention` with the kernels' passes).
 
     Args:
         queries: (B, H, Q, d). keys, values: (B, H, K, d). valid_lens:

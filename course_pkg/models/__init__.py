@@ -1,0 +1,8 @@
+"""Whole models built from :mod:`course_pkg.nn`, and their weights' converters.
+
+``encoder_decoder`` (the interface of the translation models), ``seq2seq`` (GRU
+encoder-decoder, Bahdanau decoder), ``luong``, ``nadaraya_watson`` (attention
+pooling), ``transformer``, ``bert``, ``gpt``, ``gpt2`` (GPT-2 as published),
+``variant_gpt`` (a GPT with options), ``hf_weights`` (to and from Hugging Face
+state dicts).
+"""

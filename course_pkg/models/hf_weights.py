@@ -1,0 +1,315 @@
+"""Weights of Hugging Face's GPT-2 and BERT in the course's classes, and back.
+
+The converters read and write plain state dicts (``{name: tensor}``), so the
+package never imports ``transformers``: the tests and the chapters that load
+a published model import it themselves and pass ``model.state_dict()``.
+
+GPT-2 (``GPT2LMHeadModel``, or ``GPT2Model`` without the ``transformer.``
+prefix) into :class:`course_pkg.models.gpt2.GPT2`. Its layers are ``Conv1D``,
+which stores a weight as (inputs, outputs), the transpose of
+``nn.Linear``'s (outputs, inputs); its attention projects queries, keys and
+values with one fused layer, ``c_attn``, of 3 D outputs, which the course's
+:class:`~course_pkg.nn.attention.MultiHeadAttention` keeps as ``W_q``, ``W_k``
+and ``W_v``, in that order. The output layer ``lm_head`` is the token
+embedding ``wte``.
+
+BERT (``BertModel``) into :class:`course_pkg.models.bert.PublishedBERT`: the same
+layers under other names; the position table is (max_len, D) there and
+(1, max_len, D) here.
+
+Neither direction needs the number of heads: it is not in the weights.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+
+import torch
+
+StateDict = dict[str, torch.Tensor]
+# Buffers some versions of transformers keep in a state dict: masks and
+# position ids, not weights.
+_GPT2_BUFFERS = re.compile(r"h\.\d+\.attn\.(bias|masked_bias)$")
+_BERT_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
+
+
+def _linear(ours: str, theirs: str) -> Iterator[tuple[str, str]]:
+    """The weight and bias names of one linear layer or layer norm."""
+    for part in ("weight", "bias"):
+        yield f"{ours}.{part}", f"{theirs}.{part}"
+
+
+def _block_tensors(
+    num_blks: int, theirs: str, layers: tuple[tuple[str, str], ...]
+) -> Iterator[tuple[str, str]]:
+    """The weight and bias names of every layer of every block: ours under
+    ``blks.{i}.``, Hugging Face's under ``theirs.format(i)``."""
+    for i in range(num_blks):
+        for our_layer, their_layer in layers:
+            yield from _linear(
+                f"blks.{i}.{our_layer}", theirs.format(i) + their_layer
+            )
+
+
+# ------------------------------------------------------------------- GPT-2
+
+# A block's layers (ours, Hugging Face's) but the fused c_attn.
+_GPT2_LAYERS = (
+    ("ln_1", "ln_1"),
+    ("attention.W_o", "attn.c_proj"),
+    ("ln_2", "ln_2"),
+    ("ffn.dense1", "mlp.c_fc"),
+    ("ffn.dense2", "mlp.c_proj"),
+)
+
+
+def _gpt2_pairs(num_blks: int) -> Iterator[tuple[str, str, bool]]:
+    """(our name, Hugging Face's name, transposed?) of every GPT-2 tensor but
+    the fused query/key/value projection."""
+    yield "embedding.weight", "wte.weight", False
+    yield "pos_encoding.embedding.weight", "wpe.weight", False
+    for ours, theirs in _block_tensors(num_blks, "h.{}.", _GPT2_LAYERS):
+        # Conv1D weights are transposed, the layer norms' are not
+        yield ours, theirs, ours.endswith(".weight") and ".ln_" not in ours
+    yield from ((o, t, False) for o, t in _linear("dense.0", "ln_f"))
+
+
+def gpt2_from_hf(state_dict: Mapping[str, torch.Tensor]) -> StateDict:
+    """A :class:`~course_pkg.models.gpt2.GPT2` state dict from Hugging Face's.
+
+    Args:
+        state_dict: ``GPT2LMHeadModel.state_dict()`` (names start with
+            ``transformer.``; ``lm_head.weight``, if there, must equal
+            ``wte``) or ``GPT2Model.state_dict()``.
+    Returns:
+        {name: tensor} for ``GPT2.load_state_dict``, the tensors in the
+        given dtype (transposed ones made contiguous).
+    Raises:
+        TypeError: if state_dict is not a mapping of names to tensors.
+        ValueError: naming a missing tensor, one left over, or an output
+            layer that is not the token embedding.
+    """
+    theirs = _check_state_dict("state_dict", state_dict)
+    lm_head = theirs.pop("lm_head.weight", None)
+    theirs = {
+        name.removeprefix("transformer."): tensor
+        for name, tensor in theirs.items()
+        if not _GPT2_BUFFERS.search(name)
+    }
+    num_blks = _count_blocks(theirs, r"h\.(\d+)\.ln_1\.weight")
+    ours: StateDict = {}
+    used = set()
+    for our_name, their_name, transposed in _gpt2_pairs(num_blks):
+        tensor = _take(theirs, their_name, used)
+        ours[our_name] = tensor.t().contiguous() if transposed else tensor
+    for i in range(num_blks):
+        for part in ("weight", "bias"):
+            fused = _take(theirs, f"h.{i}.attn.c_attn.{part}", used)
+            if part == "weight":
+                fused = fused.t()  # (3 D, D): W_q, W_k, W_v stacked
+            for name, chunk in zip("qkv", fused.chunk(3, dim=0), strict=True):
+                ours[f"blks.{i}.attention.W_{name}.{part}"] = (
+                    chunk.contiguous()
+                )
+    _check_all_used(theirs, used)
+    if lm_head is not None and not torch.equal(
+        lm_head, ours["embedding.weight"]
+    ):
+        raise ValueError(
+            "state_dict's lm_head.weight must equal transformer.wte.weight "
+            "(GPT-2 ties them)"
+        )
+    ours["dense.1.weight"] = ours["embedding.weight"]
+    return ours
+
+
+def gpt2_to_hf(state_dict: Mapping[str, torch.Tensor]) -> StateDict:
+    """Hugging Face's ``GPT2LMHeadModel`` state dict from a
+    :class:`~course_pkg.models.gpt2.GPT2`'s: the inverse of :func:`gpt2_from_hf`.
+
+    Args:
+        state_dict: ``GPT2.state_dict()``.
+    Returns:
+        {name: tensor} for ``GPT2LMHeadModel.load_state_dict`` (with
+        ``lm_head.weight``, the token embedding).
+    Raises:
+        TypeError, ValueError: as :func:`gpt2_from_hf`.
+    """
+    ours = _check_state_dict("state_dict", state_dict)
+    num_blks = _count_blocks(ours, r"blks\.(\d+)\.ln_1\.weight")
+    theirs: StateDict = {}
+    used = {"dense.1.weight"}
+    for our_name, their_name, transposed in _gpt2_pairs(num_blks):
+        tensor = _take(ours, our_name, used)
+        theirs[their_name] = tensor.t().contiguous() if transposed else tensor
+    for i in range(num_blks):
+        for part in ("weight", "bias"):
+            fused = torch.cat(
+                [
+                    _take(ours, f"blks.{i}.attention.W_{name}.{part}", used)
+                    for name in "qkv"
+                ]
+            )  # (3 D, D) or (3 D,)
+            theirs[f"h.{i}.attn.c_attn.{part}"] = (
+                fused.t().contiguous() if part == "weight" else fused
+            )
+    _check_all_used(ours, used)
+    if "dense.1.weight" in ours and not torch.equal(
+        ours["dense.1.weight"], ours["embedding.weight"]
+    ):
+        raise ValueError(
+            "state_dict's dense.1.weight must equal embedding.weight "
+            "(GPT-2 ties them)"
+        )
+    result = {f"transformer.{name}": t for name, t in theirs.items()}
+    result["lm_head.weight"] = theirs["wte.weight"]
+    return result
+
+
+# -------------------------------------------------------------------- BERT
+
+# A block's layers (ours, Hugging Face's).
+_BERT_LAYERS = (
+    ("attention.W_q", "attention.self.query"),
+    ("attention.W_k", "attention.self.key"),
+    ("attention.W_v", "attention.self.value"),
+    ("attention.W_o", "attention.output.dense"),
+    ("addnorm1.ln", "attention.output.LayerNorm"),
+    ("ffn.dense1", "intermediate.dense"),
+    ("ffn.dense2", "output.dense"),
+    ("addnorm2.ln", "output.LayerNorm"),
+)
+
+
+def _bert_pairs(num_blks: int) -> Iterator[tuple[str, str]]:
+    """(our name, Hugging Face's name) of every BERT tensor but the
+    position table."""
+    yield "token_embedding.weight", "embeddings.word_embeddings.weight"
+    yield "segment_embedding.weight", "embeddings.token_type_embeddings.weight"
+    yield from _linear("embedding_norm", "embeddings.LayerNorm")
+    yield from _block_tensors(num_blks, "encoder.layer.{}.", _BERT_LAYERS)
+    yield from _linear("pooler.0", "pooler.dense")
+
+
+def bert_from_hf(state_dict: Mapping[str, torch.Tensor]) -> StateDict:
+    """A :class:`~course_pkg.models.bert.PublishedBERT` state dict from Hugging
+    Face's ``BertModel.state_dict()`` (with its pooler).
+
+    Args:
+        state_dict: ``BertModel.state_dict()``; a token-type table must have
+            2 rows to load (the course's segments are 0 and 1).
+    Returns:
+        {name: tensor} for ``PublishedBERT.load_state_dict``.
+    Raises:
+        TypeError: if state_dict is not a mapping of names to tensors.
+        ValueError: naming a missing tensor or one left over.
+    """
+    theirs = {
+        name: tensor
+        for name, tensor in _check_state_dict("state_dict", state_dict).items()
+        if name not in _BERT_BUFFERS
+    }
+    num_blks = _count_blocks(
+        theirs, r"encoder\.layer\.(\d+)\.output\.dense\.weight"
+    )
+    return _convert(
+        theirs,
+        _bert_pairs(num_blks),
+        forward=True,
+        extra=("pos_embedding", "embeddings.position_embeddings.weight"),
+        reshape=lambda table: table[None],  # (max_len, D) -> (1, max_len, D)
+    )
+
+
+def bert_to_hf(state_dict: Mapping[str, torch.Tensor]) -> StateDict:
+    """Hugging Face's ``BertModel`` state dict from a
+    :class:`~course_pkg.models.bert.PublishedBERT`'s: the inverse of
+    :func:`bert_from_hf`.
+
+    Raises:
+        TypeError, ValueError: as :func:`bert_from_hf`.
+    """
+    ours = _check_state_dict("state_dict", state_dict)
+    num_blks = _count_blocks(ours, r"blks\.(\d+)\.ffn\.dense2\.weight")
+    return _convert(
+        ours,
+        _bert_pairs(num_blks),
+        forward=False,
+        extra=("pos_embedding", "embeddings.position_embeddings.weight"),
+        reshape=lambda table: table[0],  # (1, max_len, D) -> (max_len, D)
+    )
+
+
+def _convert(
+    source: StateDict,
+    pairs: Iterator[tuple[str, str]],
+    *,
+    forward: bool,
+    extra: tuple[str, str],
+    reshape: Callable[[torch.Tensor], torch.Tensor],
+) -> StateDict:
+    """Rename every tensor of source by pairs (theirs -> ours when forward),
+    and one extra pair through reshape; refuse missing and left-over
+    tensors."""
+    used: set[str] = set()
+    result: StateDict = {}
+    for ours, theirs in [*pairs, extra]:
+        src, dst = (theirs, ours) if forward else (ours, theirs)
+        tensor = _take(source, src, used)
+        result[dst] = reshape(tensor) if (ours, theirs) == extra else tensor
+    _check_all_used(source, used)
+    return result
+
+
+# ------------------------------------------------------------------ checks
+
+
+def _check_state_dict(name: str, state_dict: object) -> StateDict:
+    """A mapping of str to tensors, as a dict (TypeError otherwise)."""
+    if not isinstance(state_dict, Mapping):
+        raise TypeError(
+            f"{name} must be a mapping of names to tensors (a state dict), "
+            f"got {type(state_dict).__name__}"
+        )
+    for key, value in state_dict.items():
+        if not isinstance(key, str) or not isinstance(value, torch.Tensor):
+            raise TypeError(
+                f"{name} must map str names to tensors, got {key!r}: "
+                f"{type(value).__name__}"
+            )
+    return dict(state_dict)
+
+
+def _count_blocks(state: StateDict, pattern: str) -> int:
+    """The number of blocks, from the names matching pattern (one group, the
+    block index); refuses a state dict without block 0 or with a gap."""
+    found = {
+        int(match.group(1))
+        for name in state
+        if (match := re.fullmatch(pattern, name))
+    }
+    if not found or found != set(range(len(found))):
+        raise ValueError(
+            "state_dict must hold blocks 0, 1, ..., N - 1 (names like "
+            f"{pattern!r}), found block indices {sorted(found)}"
+        )
+    return len(found)
+
+
+def _take(state: StateDict, name: str, used: set[str]) -> torch.Tensor:
+    """state[name], marked used; ValueError naming it if missing."""
+    if name not in state:
+        raise ValueError(f"state_dict has no tensor {name!r}")
+    used.add(name)
+    return state[name]
+
+
+def _check_all_used(state: StateDict, used: set[str]) -> None:
+    """Refuse tensors no conversion read (another model's state dict)."""
+    left = sorted(set(state) - used)
+    if left:
+        raise ValueError(
+            f"state_dict has tensors the conversion does not know: {left[:5]}"
+            + (" ..." if len(left) > 5 else "")
+        )

@@ -1,0 +1,269 @@
+"""A configurable decoder-only model: attention heads, norm, FFN and where the norm sits.
+
+Chapter: "Training the modern block". The chapter's GPT
+(:class:`course_pkg.models.gpt.GPT`) is post-norm, layer norm, ReLU FFN and full
+multi-head attention. :class:`VariantBlock` keeps its cached, causal forward
+and lets each of the four choices vary on its own:
+
+- ``num_kv_heads``: key/value heads of the attention
+  (:class:`course_pkg.nn.grouped_query.GroupedQueryAttention`; H is
+  multi-head, 1 multi-query attention);
+- ``norm``: ``"layer"`` (``nn.LayerNorm``) or ``"rms"``
+  (:class:`course_pkg.nn.modern_blocks.RMSNorm`);
+- ``ffn``: ``"relu"`` (:class:`course_pkg.nn.blocks.PositionWiseFFN`)
+  or ``"swiglu"`` (:class:`course_pkg.nn.modern_blocks.SwiGLUFFN`);
+- ``placement``: ``"post"``, ``norm(X + sublayer(X))`` as in the paper, or
+  ``"pre"``, ``X + sublayer(norm(X))``; a pre-norm stack normalises once more
+  before its output layer.
+
+:class:`VariantGPT` is a :class:`~course_pkg.models.gpt.GPT` (same embedding,
+positions, output layer, cache and forward contract, so
+:func:`course_pkg.experiments.lm_translation.train_lm`, :func:`course_pkg.models.gpt.generate`
+and :func:`course_pkg.experiments.lm_translation.translate_lm` take it) whose blocks are
+:class:`VariantBlock`. With ``num_kv_heads=H``, ``norm="layer"``,
+``ffn="relu"`` and ``placement="post"`` it computes what the GPT computes.
+
+Shape letters (see the package docstring): ``B`` batch, ``Q`` positions fed
+in one call, ``t`` positions fed so far, ``D`` width, ``H`` heads, ``G``
+key/value heads, ``d`` = D / H, ``V`` vocabulary size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from course_pkg.checks import (
+    check_block_sizes,
+    check_features,
+    check_sizes,
+    check_tensor,
+)
+from course_pkg.models.gpt import GPT, GPTSettings
+from course_pkg.nn.attention import KVCache
+from course_pkg.nn.modern_blocks import (
+    NORMS,
+    PreNormEncoderBlock,
+    check_block_options,
+)
+
+PLACEMENTS = ("post", "pre")
+
+
+class VariantBlock(PreNormEncoderBlock):
+    """A causal decoder-only block with a key/value cache and four options.
+
+    Same submodules as :class:`course_pkg.nn.modern_blocks.PreNormEncoderBlock`
+    (``attention``, ``norm1``, ``ffn``, ``norm2``, ``dropout``); what differs
+    is :meth:`forward`, which is causal, takes a cache and puts the norms
+    where ``placement`` says.
+
+    Args:
+        num_hiddens: D, divisible by num_heads.
+        ffn_num_hiddens: hidden width of the FFN. num_heads: H.
+        dropout: on the attention weights and each sublayer's output.
+        use_bias: biases in the attention projections.
+        num_kv_heads: G, dividing H (default H).
+        norm: "layer" or "rms". ffn: "relu" or "swiglu".
+        placement: "post" (norm after each residual sum) or "pre" (norm
+            before each sublayer).
+    Raises:
+        TypeError/ValueError: on an unknown norm, ffn or placement, or head
+            counts that do not divide.
+    """
+
+    def __init__(
+        self,
+        num_hiddens: int,
+        ffn_num_hiddens: int,
+        num_heads: int,
+        dropout: float,
+        use_bias: bool = False,
+        *,
+        num_kv_heads: int | None = None,
+        norm: str = "layer",
+        ffn: str = "relu",
+        placement: str = "post",
+    ):
+        check_placement(placement)
+        super().__init__(
+            num_hiddens,
+            ffn_num_hiddens,
+            num_heads,
+            dropout,
+            use_bias,
+            norm=norm,
+            ffn=ffn,
+            num_kv_heads=num_kv_heads,
+        )
+        self.placement = placement
+
+    def forward(
+        self,
+        X: torch.Tensor,
+        cache: KVCache | None = None,
+        valid_lens: torch.Tensor | None = None,
+        *,
+        need_weights: bool = True,
+    ) -> tuple[torch.Tensor, KVCache]:
+        """Run the block on Q new positions.
+
+        Args:
+            X: (B, Q, D) block inputs at the new positions.
+            cache: None, or the cache of the t - Q positions before (keys and
+                values (B, G, t - Q, d)).
+            valid_lens: None, or (B,) numbers of real positions among the t.
+            need_weights: accepted for the GPT's contract; the grouped-query
+                attention always keeps its weights.
+        Returns:
+            (B, Q, D) outputs and the cache extended by the new positions
+            (keys and values (B, G, t, d)).
+        Raises:
+            TypeError/ValueError: if X is not a (B, Q, D) tensor.
+        """
+        shape = f"(B, Q, {self.num_hiddens})"
+        check_tensor("X", X, 3, shape)
+        check_features("X", X, self.num_hiddens, self)
+        if self.placement == "pre":
+            normed = self.norm1(X)
+            cache = self.attention.cache(normed, normed, past=cache)
+            attended = self.attention.attend(
+                normed, cache, valid_lens, causal=True
+            )
+            X = X + self.dropout(attended)
+            return X + self.dropout(self.ffn(self.norm2(X))), cache
+        cache = self.attention.cache(X, X, past=cache)
+        attended = self.attention.attend(X, cache, valid_lens, causal=True)
+        X = self.norm1(X + self.dropout(attended))
+        return self.norm2(X + self.dropout(self.ffn(X))), cache
+
+
+class VariantGPT(GPT):
+    """The course's GPT with :class:`VariantBlock` blocks.
+
+    The GPT's constructor builds the embedding, the positions and the
+    output layer (and checks the sizes); this one then gives it its own
+    blocks, and for ``placement="pre"`` an output layer that normalises
+    first (``dense`` is then ``Sequential(norm, Linear)``).
+
+    Args:
+        vocab_size: V; the sizes after it, dropout, max_len, positional and
+            use_bias as in :class:`course_pkg.models.gpt.GPT`.
+        num_kv_heads: G; it, norm, ffn and placement as in
+            :class:`VariantBlock`.
+    Raises:
+        TypeError/ValueError: on any argument GPT or VariantBlock refuses
+            (placement, norm and ffn before anything is built).
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_hiddens: int,
+        ffn_num_hiddens: int,
+        num_heads: int,
+        num_blks: int,
+        dropout: float,
+        max_len: int = 1000,
+        *,
+        positional: str = "sinusoidal",
+        use_bias: bool = False,
+        num_kv_heads: int | None = None,
+        norm: str = "layer",
+        ffn: str = "relu",
+        placement: str = "post",
+    ):
+        check_placement(placement)
+        check_block_options(norm, ffn)
+        check_block_sizes(
+            num_hiddens, ffn_num_hiddens, num_heads, dropout, num_kv_heads
+        )
+        super().__init__(
+            vocab_size,
+            num_hiddens,
+            ffn_num_hiddens,
+            num_heads,
+            num_blks,
+            dropout,
+            max_len,
+            positional=positional,
+            use_bias=use_bias,
+        )
+        self.blks = nn.ModuleList(
+            VariantBlock(
+                num_hiddens,
+                ffn_num_hiddens,
+                num_heads,
+                dropout,
+                use_bias,
+                num_kv_heads=num_kv_heads,
+                norm=norm,
+                ffn=ffn,
+                placement=placement,
+            )
+            for _ in range(num_blks)
+        )
+        self.num_kv_heads = self.blks[0].attention.num_kv_heads
+        if placement == "pre":
+            self.dense = nn.Sequential(
+                NORMS[norm](num_hiddens), nn.Linear(num_hiddens, vocab_size)
+            )
+
+    def kv_cache_numel(self, batch_size: int, num_steps: int) -> int:
+        """Numbers the key/value cache holds for batch_size sequences of
+        num_steps positions, all blocks together: 2 * N * B * T * G * d.
+
+        Raises:
+            TypeError/ValueError: if batch_size or num_steps is not an int
+                >= 1.
+        """
+        check_sizes(batch_size=batch_size, num_steps=num_steps)
+        return sum(
+            blk.attention.kv_cache_numel(batch_size, num_steps)
+            for blk in self.blks
+        )
+
+    def _cached_steps(self, keys: torch.Tensor, batch_size: int) -> int:
+        """t - Q, read from the first block's cached keys (B, G, t - Q, d);
+        refuses keys of another shape, batch or G (the list itself is
+        checked by the GPT's ``_check_cache``)."""
+        expected = (batch_size, self.num_kv_heads)
+        if keys.dim() != 4 or tuple(keys.shape[:2]) != expected:
+            raise ValueError(
+                f"cache keys must have shape (B, G, t, d) with B={batch_size} "
+                f"as in X and G={self.num_kv_heads}, got {tuple(keys.shape)}"
+            )
+        return keys.shape[2]
+
+
+def check_placement(placement: Any) -> None:
+    """Refuse a placement other than "post" or "pre" (TypeError/ValueError)."""
+    if not isinstance(placement, str):
+        raise TypeError(
+            f"placement must be a str, got {type(placement).__name__}"
+        )
+    if placement not in PLACEMENTS:
+        raise ValueError(
+            f"placement must be one of {PLACEMENTS}, got {placement!r}"
+        )
+
+
+@dataclass(frozen=True)
+class VariantSettings(GPTSettings):
+    """Sizes and budget shared by every variant of the chapter's experiments.
+
+    The pretraining chapter's :class:`~course_pkg.models.gpt.GPTSettings`
+    with 2 blocks, an FFN of width 64, a subset of the training pairs
+    (num_train), 8 epochs and a seed, so that a model trains in a few
+    seconds on one CPU core; test BLEU is computed on num_test test pairs.
+    """
+
+    ffn_num_hiddens: int = 64
+    num_blks: int = 2
+    lr_per_epoch: tuple[float, ...] = (0.02,) * 5 + (0.01, 0.005, 0.0025)
+    seed: int = 0
+    num_train: int = 2000
+    num_test: int = 400

@@ -1,0 +1,10 @@
+"""Attention layers and the blocks built from them: the pieces every model uses.
+
+``masks`` (padding and causal masks, the masked softmax), ``scoring`` (additive,
+dot-product and Luong scores), ``attention`` (multi-head attention, its key/value
+cache), ``grouped_query`` (grouped-query attention), ``positional`` (sinusoidal and
+learned encodings), ``rotary`` (RoPE), ``position_scaling`` (ALiBi, position
+interpolation, NTK-aware RoPE), ``sliding_window`` (the window mask, the rolling
+cache), ``gru`` (the GRU layer), ``blocks`` (FFN, AddNorm, the encoder and decoder
+blocks, the token embedding), ``modern_blocks`` (RMSNorm, SwiGLU, pre-norm blocks).
+"""
