@@ -102,3 +102,21 @@ def describe_device(device: torch.device | str) -> str:
     else:
         where = f", {torch.get_num_threads()} threads"
     return f"torch {torch.__version__}, device {device}{where}"
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    """The device of a model's parameters (the first one's: the course's
+    models keep all of theirs on one device).
+
+    Raises:
+        TypeError: if model is not an ``nn.Module``.
+        ValueError: if it has no parameters.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(
+            f"model must be an nn.Module, got {type(model).__name__}"
+        )
+    parameter = next(model.parameters(), None)
+    if parameter is None:
+        raise ValueError("model must have parameters, got a model with none")
+    return parameter.device

@@ -372,7 +372,7 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
     "nn.blocks.TransformerDecoderBlock.forward": lambda: dict(
         X=_float(2, 3, 8), state=_decoder_state()
     ),
-    "nn.blocks.TokenStack": lambda: dict(
+    "nn.blocks.EmbeddingStack": lambda: dict(
         sizes=(11, 8, 16, 2, 1), dropout=0.0, max_len=16
     ),
     "models.transformer.TransformerEncoder.forward": lambda: dict(
@@ -568,6 +568,7 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
         hypotheses=["a b"], references=["a b"]
     ),
     "device.describe_device": lambda: dict(device="cpu"),
+    "device.model_device": lambda: dict(model=nn.Linear(2, 2)),
     "evaluation.cost.sequential_depth": lambda: dict(
         output=_float(2, 2).requires_grad_().sum()
     ),

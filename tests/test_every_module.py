@@ -43,7 +43,7 @@ ABSTRACT = {
     encoder_decoder.Decoder,
     scoring.ScoredAttention,
     seq2seq.AttentionGRUDecoder,
-    blocks.TokenStack,
+    blocks.EmbeddingStack,
 }
 
 

@@ -311,3 +311,42 @@ def test_bad_input_is_refused_with_the_argument_named(change, error, message):
     arguments.update(change)
     with pytest.raises(error, match=message):
         flash_attention(**arguments)
+
+
+# ------------------------------------------------ non-finite numbers in padding
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize(
+    "lens, causal",
+    [
+        (torch.tensor([3, 5]), False),
+        (torch.tensor([[2, 3, 1, 3], [5, 1, 0, 2]]), False),
+        (torch.tensor([4, 6]), True),
+    ],
+)
+def test_non_finite_padding_gives_the_result_of_zero_padding(
+    bad, lens, causal
+):
+    # keys no query may see (past every query's length) hold NaN or inf:
+    # the output, lse and gradients are those with zeros there, bit for bit
+    q, k, v = (x.detach() for x in inputs(2, 2, 4, 6, 8, 8, torch.float32))
+    seen = torch.arange(6) < lens.reshape(2, -1).amax(-1, keepdim=True)
+    if causal:  # query i sees keys up to i + (K - Q) = i + 2, at most 5
+        seen &= torch.arange(6) <= 3 + 2
+    padding = ~seen[:, None, :, None]  # (B, 1, K, 1)
+    zero_k, zero_v = k.masked_fill(padding, 0.0), v.masked_fill(padding, 0.0)
+    bad_k, bad_v = k.masked_fill(padding, bad), v.masked_fill(padding, bad)
+    assert not bad_v.isfinite().all()
+    want = flash_forward(q, zero_k, zero_v, lens, causal, 2, 4)
+    got = flash_forward(q, bad_k, bad_v, lens, causal, 2, 4)
+    assert torch.equal(got.output, want.output)
+    assert torch.equal(got.lse, want.lse)
+    grad = torch.randn(2, 2, 4, 8, generator=torch.Generator().manual_seed(3))
+    grads = []
+    for keys, values in ((zero_k, zero_v), (bad_k, bad_v)):
+        leaves = [x.clone().requires_grad_() for x in (q, keys, values)]
+        out = flash_attention(*leaves, lens, causal, 2, 4)
+        grads.append((out, *torch.autograd.grad(out, leaves, grad)))
+    for a, b in zip(*grads):
+        assert torch.equal(a, b)

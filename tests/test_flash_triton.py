@@ -442,3 +442,28 @@ def test_without_triton_the_package_imports_and_says_why():
     assert "ImportError: course_pkg.kernels.flash_triton needs triton" in (
         result.stdout
     )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_non_finite_padding_gives_the_result_of_zero_padding(bad, device):
+    # keys past every query's length hold NaN or inf: the kernels' output,
+    # lse and gradients are those with zeros there, bit for bit
+    leaves, _, _, _, _ = _case("plain", device)
+    lens = torch.tensor([40])
+    padding = (torch.arange(64) >= 40)[:, None].to(device)  # (K, 1)
+    q, k, v = leaves
+    zero = (q, k.masked_fill(padding, 0.0), v.masked_fill(padding, 0.0))
+    bad_inputs = (q, k.masked_fill(padding, bad), v.masked_fill(padding, bad))
+    want = flash_triton.triton_flash_forward(*zero, lens, False, 32, 32)
+    got = flash_triton.triton_flash_forward(*bad_inputs, lens, False, 32, 32)
+    for a, b in zip(got, want):
+        assert a.isfinite().all() and torch.equal(a, b)
+    grad = torch.randn(q.shape, generator=torch.Generator().manual_seed(1))
+    grads = []
+    for tensors in (zero, bad_inputs):
+        tensors = [x.clone().requires_grad_() for x in tensors]
+        out = triton_flash_attention(*tensors, lens, False, 32, 32)
+        grads.append(torch.autograd.grad(out, tensors, grad.to(device)))
+    for a, b in zip(*grads):
+        assert a.isfinite().all() and torch.equal(a, b)

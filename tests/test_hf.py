@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers reads it
 
@@ -452,3 +453,88 @@ def test_bert_state_dict_round_trips_exactly():
     hf_back = bert_to_hf(bert_from_hf(hf_state))
     assert hf_back.keys() == hf_state.keys()
     assert all(torch.equal(hf_back[k], v) for k, v in hf_state.items())
+
+
+# -------------------------------------------------------------- wrong shapes
+
+
+def _refused(convert, state, key, target):
+    """convert(state) raises ValueError naming key and its expected shape;
+    neither state nor the target model's weights changed."""
+    state_before = {k: v.clone() for k, v in state.items()}
+    target_before = copy.deepcopy(target.state_dict())
+    with pytest.raises(
+        ValueError, match=rf"state_dict\['{key}'\] must have shape \("
+    ):
+        target.load_state_dict(convert(state))
+    assert state.keys() == state_before.keys()
+    assert all(torch.equal(state[k], v) for k, v in state_before.items())
+    after = target.state_dict()
+    assert all(torch.equal(after[k], v) for k, v in target_before.items())
+
+
+def _gpt2_wrong_shapes(hf_state: dict, our_state: dict):
+    """(converter, state dict, key, target kind): one tensor of a wrong shape
+    each, shapes a reshape, split or transpose would have taken silently."""
+    D = our_state["embedding.weight"].shape[1]
+    c_attn = "transformer.h.0.attn.c_attn.weight"
+    yield (
+        gpt2_from_hf,
+        {**hf_state, c_attn: hf_state[c_attn].t()},
+        c_attn,
+        "ours",
+    )
+    longer = torch.zeros(D, 3 * D + 3, dtype=torch.float64)
+    yield gpt2_from_hf, {**hf_state, c_attn: longer}, c_attn, "ours"
+    bias = "transformer.h.0.attn.c_attn.bias"
+    yield gpt2_from_hf, {**hf_state, bias: hf_state[bias][:-3]}, bias, "ours"
+    fc = "transformer.h.0.mlp.c_proj.weight"
+    yield gpt2_from_hf, {**hf_state, fc: hf_state[fc].t()}, fc, "ours"
+    head = "lm_head.weight"
+    yield gpt2_from_hf, {**hf_state, head: hf_state[head][:-1]}, head, "ours"
+    W_q = "blks.0.attention.W_q.weight"
+    yield gpt2_to_hf, {**our_state, W_q: our_state[W_q][:-1]}, W_q, "theirs"
+    dense = "blks.0.ffn.dense1.weight"
+    yield (
+        gpt2_to_hf,
+        {**our_state, dense: our_state[dense].t()},
+        dense,
+        "theirs",
+    )
+
+
+def test_gpt2_converters_refuse_a_tensor_of_the_wrong_shape():
+    theirs = hf_gpt2(GPT2_CONFIGS[1])
+    ours = ours_gpt2(theirs)
+    hf_state, our_state = theirs.state_dict(), ours.state_dict()
+    for convert, state, key, target in _gpt2_wrong_shapes(hf_state, our_state):
+        model = ours if target == "ours" else theirs
+        _refused(convert, state, re.escape(key), model)
+
+
+def test_bert_converters_refuse_a_tensor_of_the_wrong_shape():
+    theirs = hf_bert(BERT_CONFIGS[0])
+    ours = ours_bert(theirs)
+    hf_state, our_state = theirs.state_dict(), ours.state_dict()
+    table = our_state["pos_embedding"]
+    cases = [
+        # two tables stacked: table[0] would have dropped the second
+        (bert_to_hf, {**our_state, "pos_embedding": table.repeat(2, 1, 1)},
+         "pos_embedding", theirs),
+        (bert_to_hf, {**our_state, "pos_embedding": table[0]},
+         "pos_embedding", theirs),
+        (bert_to_hf, {**our_state, "blks.1.attention.W_k.weight":
+                      our_state["blks.1.attention.W_k.weight"][:, :-1]},
+         "blks.1.attention.W_k.weight", theirs),
+        (bert_from_hf, {**hf_state, "encoder.layer.1.output.dense.weight":
+                        hf_state["encoder.layer.1.output.dense.weight"].t()},
+         "encoder.layer.1.output.dense.weight", ours),
+        (bert_from_hf, {**hf_state, "embeddings.position_embeddings.weight":
+                        hf_state["embeddings.position_embeddings.weight"][None]},
+         "embeddings.position_embeddings.weight", ours),
+        (bert_from_hf, {**hf_state, "pooler.dense.bias":
+                        hf_state["pooler.dense.bias"][:-1]},
+         "pooler.dense.bias", ours),
+    ]  # fmt: skip
+    for convert, state, key, model in cases:
+        _refused(convert, state, re.escape(key), model)

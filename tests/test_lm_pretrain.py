@@ -373,3 +373,57 @@ def test_a_short_run_on_macbeth_beats_the_unigram_model(shakespeare_works):
 def test_settings_refuse_bad_values_by_name(field, value, error):
     with pytest.raises(error, match=field):
         LMSettings(**{field: value})
+
+
+# ------------------------------------------------------------ ids out of range
+
+
+class _NoVocabSize(torch.nn.Module):
+    """A language model that does not say its vocabulary size."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, X):
+        return self.model(X)
+
+
+@pytest.mark.parametrize("bad", [-100, -1, 11, 12])
+@pytest.mark.parametrize("say_vocab_size", [True, False])
+def test_lm_loss_refuses_targets_outside_the_vocabulary(bad, say_vocab_size):
+    # -100 is cross_entropy's ignore_index: it was skipped without a word,
+    # and a batch of nothing but -100 gave NaN
+    model = _model().eval()
+    model = model if say_vocab_size else _NoVocabSize(model)
+    X, Y = validation_windows(torch.arange(50) % 11, 8)
+    for targets in (Y.masked_fill(Y == 3, bad), torch.full_like(Y, bad)):
+        with pytest.raises(
+            ValueError, match=r"Y \(the targets\) must hold token ids in \[0, "
+        ):
+            lm_loss(model, X, targets)
+    assert lm_loss(model, X, Y).isfinite()
+
+
+@pytest.mark.parametrize(
+    "argument, bad",
+    [("train_tokens", 11), ("train_tokens", -1), ("valid_Y", 11)],
+)
+def test_pretrain_lm_refuses_ids_outside_the_vocabulary_before_any_update(
+    argument, bad
+):
+    model = _model()
+    before = {n: p.detach().clone() for n, p in model.state_dict().items()}
+    tokens = torch.arange(200) % 11
+    valid_X, valid_Y = validation_windows(tokens, 8, 4)
+    arguments = dict(train_tokens=tokens, valid_X=valid_X, valid_Y=valid_Y)
+    arguments[argument] = arguments[argument].clone()
+    arguments[argument].view(-1)[-1] = bad  # one id, late in the stream
+    settings = LMSettings(
+        batch_size=4, num_steps=8, num_updates=30, lr=1e-2, warmup_steps=2,
+        eval_every=10,
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=argument):
+        pretrain_lm(model, settings=settings, progress=False, **arguments)
+    after = model.state_dict()
+    assert all(torch.equal(before[n], after[n]) for n in before)

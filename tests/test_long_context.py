@@ -14,6 +14,7 @@ from course_pkg.experiments.toy_tasks import (
     copy_back_at_lengths,
 )
 from course_pkg.nn.grouped_query import GroupedQueryAttention
+from course_pkg.nn.masks import query_key_distance
 from course_pkg.nn.position_scaling import (
     alibi_bias,
     alibi_slopes,
@@ -122,3 +123,29 @@ def test_bad_input():
     with pytest.raises(ValueError, match="variant"):
         copy_back_at_lengths("nope", 0, (8,))
     assert "alibi" in LENGTH_VARIANTS
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.int64, torch.int32, torch.bool, "float32"]
+)
+def test_alibi_bias_refuses_a_dtype_that_is_not_floating_point(dtype):
+    with pytest.raises(TypeError, match="dtype"):
+        alibi_bias(2, 3, 4, dtype=dtype)
+
+
+def test_alibi_bias_in_float16_at_70000_keys_does_not_overflow():
+    # 70,000 > 65,504, float16's largest number: the distance is multiplied
+    # by the slope in float32 first, then the product is cast
+    bias = alibi_bias(8, 2, 70_000, dtype=torch.float16)
+    assert bias.dtype == torch.float16 and bias.isfinite().all()
+    expected = alibi_bias(8, 2, 70_000, dtype=torch.float32).half()
+    assert torch.equal(bias, expected)
+    assert abs(bias[-1, 0, 0].item() + 69_998 / 256) <= 0.125  # slope 2^-8
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_alibi_bias_in_float32_and_float64_is_the_formula_bit_for_bit(dtype):
+    distance = query_key_distance(7, 300, None).abs().to(dtype)
+    slopes = alibi_slopes(12).to(dtype)
+    expected = -slopes[:, None, None] * distance
+    assert torch.equal(alibi_bias(12, 7, 300, dtype=dtype), expected)

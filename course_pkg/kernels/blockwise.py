@@ -129,8 +129,8 @@ def blockwise_attention(
     # -inf - (-inf) = NaN for a query that has seen no valid key yet.
     lowest = torch.finfo(queries.dtype).min
     state_shape = (batch_size, num_heads, num_queries)
-    running_max = queries.new_full((*state_shape, 1), lowest)
-    running_sum = queries.new_zeros((*state_shape, 1))
+    row_max = queries.new_full((*state_shape, 1), lowest)
+    row_sum = queries.new_zeros((*state_shape, 1))
     output = queries.new_zeros((*state_shape, values.shape[3]))
     for start in range(0, num_keys, block_size):
         end = min(start + block_size, num_keys)
@@ -147,15 +147,15 @@ def blockwise_attention(
         mask = _block_mask(start, end, lens, last_seen, queries.device)
         if mask is not None:  # (B or 1, 1, Q or 1, block): True = may attend
             scores = scores.masked_fill(~mask, lowest)
-        new_max = torch.maximum(running_max, scores.amax(-1, keepdim=True))
+        new_max = torch.maximum(row_max, scores.amax(-1, keepdim=True))
         weights = torch.exp(scores - new_max)  # (B, H, Q, block)
         if mask is not None:
             # A query with no valid key so far has new_max = lowest, which
             # gives its masked scores exp(0) = 1: zero them explicitly.
             weights = weights * mask
-        rescale = torch.exp(running_max - new_max)  # (B, H, Q, 1)
-        running_sum = running_sum * rescale + weights.sum(-1, keepdim=True)
+        rescale = torch.exp(row_max - new_max)  # (B, H, Q, 1)
+        row_sum = row_sum * rescale + weights.sum(-1, keepdim=True)
         output = output * rescale + weights @ block_values
-        running_max = new_max
-    # A query with nothing valid has running_sum = 0 and output = 0: keep 0.
-    return output / torch.where(running_sum > 0, running_sum, 1.0)
+        row_max = new_max
+    # A query with nothing valid has row_sum = 0 and output = 0: keep 0.
+    return output / torch.where(row_sum > 0, row_sum, 1.0)

@@ -48,6 +48,7 @@ from course_pkg.checks import (
     check_sizes,
     check_tensor,
 )
+from course_pkg.nn.masks import hide_unseen
 
 # ------------------------------------------------------------- counting bytes
 
@@ -218,6 +219,7 @@ def flash_forward(
     check_flash_inputs(
         queries, keys, values, valid_lens, causal, block_q, block_k
     )
+    keys, values = _hide_padding(keys, values, valid_lens, causal, queries)
     io = IOCounter() if counter is None else counter
     B, H, num_queries, d = queries.shape
     num_keys = keys.shape[2]
@@ -309,6 +311,7 @@ def flash_backward(
         check_shape(name, tensor, shape, letters)
         check_float_dtype(name, tensor)
         check_same_device(queries=queries, **{name: tensor})
+    keys, values = _hide_padding(keys, values, valid_lens, causal, queries)
     io = IOCounter() if counter is None else counter
     B, H, num_queries, d = queries.shape
     num_keys = keys.shape[2]
@@ -494,6 +497,33 @@ def check_flash_inputs(
             f"{queries.device}, {keys.device}, {values.device}"
         )
     check_masks(valid_lens, causal, keys.shape[2], like=("queries", queries))
+
+
+def _hide_padding(
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    valid_lens: torch.Tensor | None,
+    causal: bool,
+    queries: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """keys and values with their non-finite entries at keys no query may
+    see (padding past every query's valid length) replaced by 0, through
+    :func:`course_pkg.nn.masks.hide_unseen`: a weight of 0 times a NaN value
+    is NaN, which would otherwise reach every row. Finite inputs come back
+    bit for bit (on the CPU, the tensors themselves). Inputs already checked
+    by :func:`check_flash_inputs`; the mask is (B, 1, K), never (B, Q, K).
+    """
+    B, _, num_queries, _ = queries.shape
+    num_keys = keys.shape[2]
+    if valid_lens is None or num_queries == 0 or keys.numel() == 0:
+        return keys, values
+    lens = _lengths(valid_lens, B, num_queries, keys.device)
+    if causal:  # query i sees keys 0 .. i + (K - Q) at most
+        last = torch.arange(num_queries, device=keys.device)
+        lens = torch.minimum(lens, last + (num_keys - num_queries + 1))
+    positions = torch.arange(num_keys, device=keys.device)
+    seen = (positions < lens.amax(-1, keepdim=True))[:, None]  # (B, 1, K)
+    return hide_unseen(keys, seen), hide_unseen(values, seen)
 
 
 def _lengths(

@@ -37,7 +37,11 @@ from course_pkg.checks import (
     check_same_float_dtype,
     check_shape,
 )
-from course_pkg.kernels.flash import FlashAttention, check_flash_inputs
+from course_pkg.kernels.flash import (
+    FlashAttention,
+    _hide_padding,
+    check_flash_inputs,
+)
 
 try:
     import triton
@@ -459,6 +463,10 @@ def triton_flash_forward(
     check_kernel_inputs(
         queries, keys, values, valid_lens, causal, block_q, block_k
     )
+    # NaN or inf in padding no query sees would reach every row (0 * NaN):
+    # zeroed here, before the launch; finite inputs are passed as they are.
+    keys, values = _hide_padding(keys, values, valid_lens, causal, queries)
+    keys, values = keys.contiguous(), values.contiguous()
     B, H, num_queries, width = queries.shape
     acc, lens = _launch_setup(queries, keys, valid_lens)
     output = torch.empty_like(queries)
@@ -529,6 +537,8 @@ def triton_flash_backward(
         queries, keys, values, valid_lens, causal, block_q, block_k
     )
     _check_backward_inputs(queries, values, output, lse, grad_output)
+    keys, values = _hide_padding(keys, values, valid_lens, causal, queries)
+    keys, values = keys.contiguous(), values.contiguous()
     grad_output, lse = grad_output.contiguous(), lse.contiguous()
     B, H, num_queries, width = queries.shape
     num_keys = keys.shape[2]

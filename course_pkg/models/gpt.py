@@ -37,7 +37,7 @@ from course_pkg.checks import (
     check_valid_lens,
 )
 from course_pkg.nn.attention import KVCache
-from course_pkg.nn.blocks import TokenStack, TransformerEncoderBlock
+from course_pkg.nn.blocks import EmbeddingStack, TransformerEncoderBlock
 from course_pkg.nn.positional import (
     LearnedPositionalEncoding,
     PositionalEncoding,
@@ -127,7 +127,7 @@ class GPTBlock(TransformerEncoderBlock):
         return self.addnorm2(Y, self.ffn(Y)), cache
 
 
-class GPT(TokenStack):
+class GPT(EmbeddingStack):
     """Decoder-only Transformer: embedding, positions, causal blocks, scores.
 
     Args:

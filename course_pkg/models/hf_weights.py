@@ -98,6 +98,20 @@ def gpt2_from_hf(state_dict: Mapping[str, torch.Tensor]) -> StateDict:
         if not _GPT2_BUFFERS.search(name)
     }
     num_blks = _count_blocks(theirs, r"h\.(\d+)\.ln_1\.weight")
+    # every shape against the configuration, before anything is converted
+    names = {
+        name.removeprefix("transformer."): name
+        for name in state_dict
+        if isinstance(name, str)
+    }
+    sizes = _gpt2_sizes(
+        theirs, "wte.weight", "wpe.weight", "h.0.mlp.c_fc.bias", names
+    )
+    _check_shapes(theirs, _gpt2_hf_shapes(num_blks), sizes, names)
+    if lm_head is not None:
+        _check_shapes(
+            {"lm_head.weight": lm_head}, {"lm_head.weight": ("V", "D")}, sizes
+        )
     ours: StateDict = {}
     used = set()
     for our_name, their_name, transposed in _gpt2_pairs(num_blks):
@@ -138,6 +152,13 @@ def gpt2_to_hf(state_dict: Mapping[str, torch.Tensor]) -> StateDict:
     """
     ours = _check_state_dict("state_dict", state_dict)
     num_blks = _count_blocks(ours, r"blks\.(\d+)\.ln_1\.weight")
+    sizes = _gpt2_sizes(
+        ours,
+        "embedding.weight",
+        "pos_encoding.embedding.weight",
+        "blks.0.ffn.dense1.bias",
+    )
+    _check_shapes(ours, _gpt2_our_shapes(num_blks), sizes)
     theirs: StateDict = {}
     used = {"dense.1.weight"}
     for our_name, their_name, transposed in _gpt2_pairs(num_blks):
@@ -213,6 +234,20 @@ def bert_from_hf(state_dict: Mapping[str, torch.Tensor]) -> StateDict:
     num_blks = _count_blocks(
         theirs, r"encoder\.layer\.(\d+)\.output\.dense\.weight"
     )
+    sizes = _bert_sizes(
+        theirs,
+        "embeddings.word_embeddings.weight",
+        "embeddings.token_type_embeddings.weight",
+        ("embeddings.position_embeddings.weight", ("L", "D")),
+        "encoder.layer.0.intermediate.dense.bias",
+    )
+    ours_to_theirs = dict(_bert_pairs(num_blks))
+    shapes = {
+        ours_to_theirs[name]: letters
+        for name, letters in _bert_our_shapes(num_blks).items()
+    }
+    shapes["embeddings.position_embeddings.weight"] = ("L", "D")
+    _check_shapes(theirs, shapes, sizes)
     return _convert(
         theirs,
         _bert_pairs(num_blks),
@@ -232,6 +267,16 @@ def bert_to_hf(state_dict: Mapping[str, torch.Tensor]) -> StateDict:
     """
     ours = _check_state_dict("state_dict", state_dict)
     num_blks = _count_blocks(ours, r"blks\.(\d+)\.ffn\.dense2\.weight")
+    sizes = _bert_sizes(
+        ours,
+        "token_embedding.weight",
+        "segment_embedding.weight",
+        ("pos_embedding", ("1", "L", "D")),
+        "blks.0.ffn.dense1.bias",
+    )
+    shapes = _bert_our_shapes(num_blks)
+    shapes["pos_embedding"] = ("1", "L", "D")
+    _check_shapes(ours, shapes, sizes)
     return _convert(
         ours,
         _bert_pairs(num_blks),
@@ -295,6 +340,169 @@ def _count_blocks(state: StateDict, pattern: str) -> int:
             f"{pattern!r}), found block indices {sorted(found)}"
         )
     return len(found)
+
+
+# Shapes in letters: V vocabulary, D width, L positions, F the FFN's width,
+# S token types (BERT), "3D" three widths, "1" a leading axis of one.
+Letters = tuple[str, ...]
+
+# GPT-2's block tensors under h.{i}., in Hugging Face's (Conv1D) layout.
+_GPT2_BLOCK_SHAPES: dict[str, Letters] = {
+    "ln_1.weight": ("D",),
+    "ln_1.bias": ("D",),
+    "attn.c_attn.weight": ("D", "3D"),
+    "attn.c_attn.bias": ("3D",),
+    "attn.c_proj.weight": ("D", "D"),
+    "attn.c_proj.bias": ("D",),
+    "ln_2.weight": ("D",),
+    "ln_2.bias": ("D",),
+    "mlp.c_fc.weight": ("D", "F"),
+    "mlp.c_fc.bias": ("F",),
+    "mlp.c_proj.weight": ("F", "D"),
+    "mlp.c_proj.bias": ("D",),
+}
+
+
+def _gpt2_hf_shapes(num_blks: int) -> dict[str, Letters]:
+    """Hugging Face's GPT-2 names (without ``transformer.``) and shapes."""
+    shapes = {
+        "wte.weight": ("V", "D"),
+        "wpe.weight": ("L", "D"),
+        "ln_f.weight": ("D",),
+        "ln_f.bias": ("D",),
+    }
+    for i in range(num_blks):
+        for name, letters in _GPT2_BLOCK_SHAPES.items():
+            shapes[f"h.{i}.{name}"] = letters
+    return shapes
+
+
+def _gpt2_our_shapes(num_blks: int) -> dict[str, Letters]:
+    """:class:`~course_pkg.models.gpt2.GPT2`'s names and shapes."""
+    theirs = _gpt2_hf_shapes(num_blks)
+    shapes = {
+        ours: theirs[name][::-1] if transposed else theirs[name]
+        for ours, name, transposed in _gpt2_pairs(num_blks)
+    }
+    for i in range(num_blks):
+        for name in "qkv":
+            shapes[f"blks.{i}.attention.W_{name}.weight"] = ("D", "D")
+            shapes[f"blks.{i}.attention.W_{name}.bias"] = ("D",)
+    shapes["dense.1.weight"] = ("V", "D")
+    return shapes
+
+
+def _gpt2_sizes(
+    state: StateDict,
+    embedding: str,
+    positions: str,
+    ffn_bias: str,
+    names: Mapping[str, str] | None = None,
+) -> dict[str, int]:
+    """V and D from the token embedding, L from the position table, F from
+    the first block's FFN bias."""
+    vocab_size, width = _anchor(state, embedding, ("V", "D"), names)
+    num_positions = _anchor(state, positions, ("L", "D"), names)[0]
+    ffn = _anchor(state, ffn_bias, ("F",), names)[0]
+    return {"V": vocab_size, "D": width, "L": num_positions, "F": ffn}
+
+
+# BERT's block layers (ours) and their weights' shapes; a bias has the
+# weight's first axis, a layer norm's weight and bias are (D,).
+_BERT_BLOCK_SHAPES: dict[str, Letters] = {
+    "attention.W_q": ("D", "D"),
+    "attention.W_k": ("D", "D"),
+    "attention.W_v": ("D", "D"),
+    "attention.W_o": ("D", "D"),
+    "addnorm1.ln": ("D",),
+    "ffn.dense1": ("F", "D"),
+    "ffn.dense2": ("D", "F"),
+    "addnorm2.ln": ("D",),
+}
+
+
+def _bert_our_shapes(num_blks: int) -> dict[str, Letters]:
+    """:class:`~course_pkg.models.bert.PublishedBERT`'s names and shapes, but
+    the position table's."""
+    layers = {"embedding_norm": ("D",), "pooler.0": ("D", "D")}
+    for i in range(num_blks):
+        for layer, letters in _BERT_BLOCK_SHAPES.items():
+            layers[f"blks.{i}.{layer}"] = letters
+    shapes: dict[str, Letters] = {
+        "token_embedding.weight": ("V", "D"),
+        "segment_embedding.weight": ("S", "D"),
+    }
+    for layer, letters in layers.items():
+        shapes[f"{layer}.weight"] = letters
+        shapes[f"{layer}.bias"] = letters[:1]
+    return shapes
+
+
+def _bert_sizes(
+    state: StateDict,
+    embedding: str,
+    segments: str,
+    positions: tuple[str, Letters],
+    ffn_bias: str,
+) -> dict[str, int]:
+    """V and D from the token embedding, S from the token-type table, L from
+    the position table, F from the first block's FFN bias."""
+    vocab_size, width = _anchor(state, embedding, ("V", "D"))
+    num_segments = _anchor(state, segments, ("S", "D"))[0]
+    table = _anchor(state, *positions)
+    ffn = _anchor(state, ffn_bias, ("F",))[0]
+    return {
+        "V": vocab_size, "D": width, "S": num_segments,
+        "L": table[positions[1].index("L")], "F": ffn,
+    }  # fmt: skip
+
+
+def _letters(letters: Letters) -> str:
+    return f"({', '.join(letters)}{',' if len(letters) == 1 else ''})"
+
+
+def _anchor(
+    state: StateDict,
+    name: str,
+    letters: Letters,
+    names: Mapping[str, str] | None = None,
+) -> tuple[int, ...]:
+    """The shape of a tensor the sizes are read from: ValueError naming it
+    if it is missing or not of len(letters) dimensions."""
+    key = names.get(name, name) if names else name
+    if name not in state:
+        raise ValueError(f"state_dict has no tensor {key!r}")
+    shape = tuple(state[name].shape)
+    if len(shape) != len(letters):
+        raise ValueError(
+            f"state_dict[{key!r}] must have shape {_letters(letters)}, "
+            f"got {shape}"
+        )
+    return shape
+
+
+def _check_shapes(
+    state: StateDict,
+    shapes: Mapping[str, Letters],
+    sizes: dict[str, int],
+    names: Mapping[str, str] | None = None,
+) -> None:
+    """Refuse a tensor of state whose shape is not its letters' sizes
+    (ValueError naming its key, the shape expected and the one given).
+    Missing tensors are left to :func:`_take`."""
+    values = {**sizes, "3D": 3 * sizes["D"], "1": 1}
+    config = ", ".join(f"{k}={v}" for k, v in sizes.items())
+    for name, letters in shapes.items():
+        if name not in state:
+            continue
+        want = tuple(values[letter] for letter in letters)
+        got = tuple(state[name].shape)
+        if got != want:
+            key = names.get(name, name) if names else name
+            raise ValueError(
+                f"state_dict[{key!r}] must have shape {_letters(letters)}="
+                f"{want} (the model's configuration: {config}), got {got}"
+            )
 
 
 def _take(state: StateDict, name: str, used: set[str]) -> torch.Tensor:

@@ -36,7 +36,7 @@ from course_pkg.checks import (
 from course_pkg.models.encoder_decoder import Decoder, Encoder, EncoderDecoder
 from course_pkg.nn.blocks import (
     DecoderState,
-    TokenStack,
+    EmbeddingStack,
     TransformerDecoderBlock,
     TransformerEncoderBlock,
 )
@@ -72,7 +72,7 @@ def _use_weights(module: nn.Module, need_weights: bool | None) -> bool:
     return not module.training if need_weights is None else need_weights
 
 
-class TransformerEncoder(TokenStack, Encoder):
+class TransformerEncoder(EmbeddingStack, Encoder):
     """Embedding scaled by sqrt(D), sinusoidal positions, num_blks blocks.
 
     Args:
@@ -148,7 +148,7 @@ class TransformerEncoder(TokenStack, Encoder):
         return X
 
 
-class TransformerDecoder(TokenStack, Decoder):
+class TransformerDecoder(EmbeddingStack, Decoder):
     """Embedding times sqrt(D), positions, num_blks blocks, dense layer to V.
 
     The state (see :meth:`init_state`) carries a key/value cache, so the

@@ -29,7 +29,7 @@ from course_pkg.checks import (
     check_head_split,
     check_heads,
 )
-from course_pkg.nn.scoring import DotProductAttention, fused_attention
+from course_pkg.nn.scoring import DotProductAttention, _fused_attention
 
 
 def transpose_qkv(X: torch.Tensor, num_heads: int) -> torch.Tensor:
@@ -177,9 +177,9 @@ class MultiHeadAttention(nn.Module):
         keys, values = self.W_k(keys), self.W_v(values)  # (B, K, D) each
         if not need_weights:
             return self._fused(queries, keys, values, valid_lens, causal)
-        return self._heads(queries, keys, values, valid_lens, causal)
+        return self._explicit(queries, keys, values, valid_lens, causal)
 
-    def _heads(
+    def _explicit(
         self,
         queries: torch.Tensor,
         keys: torch.Tensor,
@@ -198,8 +198,8 @@ class MultiHeadAttention(nn.Module):
             valid_lens = torch.repeat_interleave(
                 valid_lens, repeats=heads, dim=0
             )  # (B*H,) or (B*H, Q)
-        output = self.attention(
-            queries, keys, values, valid_lens, causal=causal
+        output = self.attention._attend(
+            queries, keys, values, valid_lens, causal
         )  # (B*H, Q, D/H)
         self.attention_weights = self.attention.attention_weights.reshape(
             batch_size, heads, num_queries, keys.shape[1]
@@ -254,7 +254,7 @@ class MultiHeadAttention(nn.Module):
                 the layer.
         """
         self._check(queries, *cache, valid_lens, causal, projected=True)
-        attend = self._heads if need_weights else self._fused
+        attend = self._explicit if need_weights else self._fused
         return attend(self.W_q(queries), *cache, valid_lens, causal)
 
     def _fused(
@@ -265,9 +265,9 @@ class MultiHeadAttention(nn.Module):
         valid_lens: torch.Tensor | None,
         causal: bool,
     ) -> torch.Tensor:
-        """:meth:`_heads` in one fused kernel, keeping no weights."""
+        """:meth:`_explicit` in one fused kernel, keeping no weights."""
         batch_size, num_queries = queries.shape[:2]
-        output = fused_attention(
+        output = _fused_attention(
             self._split_heads(queries),
             self._split_heads(keys),
             self._split_heads(values),

@@ -7,7 +7,7 @@ Names and constructor arguments follow d2l, without its lazy layers. Two
 keyword-only options give the published models' variants of the same pieces
 (see :mod:`course_pkg.models.gpt2`): the FFN's ``activation`` (GELU in BERT and
 GPT-2) and the layer norms' ``eps``. The stacks and the model that use
-these blocks are in :mod:`course_pkg.models.transformer`; :class:`TokenStack` is
+these blocks are in :mod:`course_pkg.models.transformer`; :class:`EmbeddingStack` is
 what those stacks and the GPT start with.
 
 Shape letters (see the package docstring): ``B`` batch, ``T`` source length,
@@ -250,7 +250,7 @@ class TransformerEncoderBlock(nn.Module):
         return self.addnorm2(Y, self.ffn(Y))
 
 
-class TokenStack(nn.Module):
+class EmbeddingStack(nn.Module):
     """What every stack that reads token ids starts with: sizes checked and
     kept, and the token embedding.
 

@@ -31,7 +31,7 @@ from course_pkg.checks import (
     check_tensor,
 )
 from course_pkg.nn.attention import KVCache, MultiHeadAttention
-from course_pkg.nn.masks import masked_softmax
+from course_pkg.nn.masks import _attention_mask, _masked_softmax
 from course_pkg.nn.position_scaling import alibi_bias
 from course_pkg.nn.rotary import RotaryEmbedding
 
@@ -126,13 +126,8 @@ class GroupedQueryAttention(MultiHeadAttention):
         (queries (B, Q, query_size) -> (B, Q, D)), through :meth:`cache` and
         :meth:`attend`."""
         self._check(queries, keys, values, valid_lens, causal, projected=False)
-        return self.attend(
-            queries,
-            self.cache(keys, values),
-            valid_lens,
-            causal=causal,
-            need_weights=need_weights,
-        )
+        cache = self._cache(keys, values, None)
+        return self._attend(queries, cache, valid_lens, causal, need_weights)
 
     def kv_cache_numel(self, batch_size: int, num_steps: int) -> int:
         """Number of cached numbers for batch_size sequences of num_steps
@@ -165,6 +160,12 @@ class GroupedQueryAttention(MultiHeadAttention):
         check_axes("keys", keys, "BKk", (None, None, self.key_size))
         check_axes("values", values, "BKv", (*keys.shape[:2], self.value_size))
         check_same_float_dtype(keys=keys, values=values, layer=self.W_k.weight)
+        return self._cache(keys, values, past)
+
+    def _cache(
+        self, keys: torch.Tensor, values: torch.Tensor, past: KVCache | None
+    ) -> KVCache:
+        """:meth:`cache` on checked inputs."""
         offset = 0 if past is None else past.keys.shape[2]
         keys = self._split_heads(self.W_k(keys), self.num_kv_heads)
         if self.rotary is not None:
@@ -188,11 +189,24 @@ class GroupedQueryAttention(MultiHeadAttention):
         from :meth:`cache`) -> (B, Q, D).
 
         valid_lens (None, (B,) or (B, Q)) and causal as in ``forward``, the
-        queries being the last Q of the K positions; need_weights is ignored
-        (the weights are always kept). Raises TypeError, ValueError on inputs
-        that do not fit (checked here too: blocks call it directly).
+        queries being the last Q of the K positions; need_weights=False
+        keeps no weights (``attention_weights`` is None after the call), as in
+        :class:`~course_pkg.nn.attention.MultiHeadAttention`. Raises
+        TypeError, ValueError on inputs that do not fit.
         """
         self._check_attend(queries, cache, valid_lens, causal)
+        return self._attend(queries, cache, valid_lens, causal, need_weights)
+
+    def _attend(
+        self,
+        queries: torch.Tensor,
+        cache: KVCache,
+        valid_lens: torch.Tensor | None,
+        causal: bool,
+        need_weights: bool = True,
+    ) -> torch.Tensor:
+        """:meth:`attend` on checked inputs: queries (B, Q, query_size), keys
+        and values (B, G, K, d) -> (B, Q, D)."""
         keys, values = cache
         batch_size, num_queries = queries.shape[:2]
         num_keys = keys.shape[2]
@@ -220,11 +234,16 @@ class GroupedQueryAttention(MultiHeadAttention):
             scores = scores + bias.view(*groups[1:], num_queries, num_keys)
         if valid_lens is not None:
             valid_lens = valid_lens.repeat_interleave(self.num_heads, dim=0)
-        weights = masked_softmax(
-            scores.reshape(-1, num_queries, num_keys), valid_lens, causal
+        mask = _attention_mask(
+            valid_lens, num_queries, num_keys, causal, scores.device
+        )
+        weights = _masked_softmax(
+            scores.reshape(-1, num_queries, num_keys), mask
         )  # (B * H, Q, K)
-        self.attention_weights = weights.view(
-            batch_size, -1, *weights.shape[1:]
+        self.attention_weights = (
+            weights.view(batch_size, -1, *weights.shape[1:])
+            if need_weights
+            else None
         )
         heads = self.attention.dropout(weights).view(
             *groups, num_queries, num_keys

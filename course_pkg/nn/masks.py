@@ -45,15 +45,6 @@ def sequence_mask(valid_lens: torch.Tensor, max_len: int) -> torch.Tensor:
             CPU; see :mod:`course_pkg.checks`) a length is outside
             [0, max_len].
     """
-    return _length_mask(valid_lens, max_len, check_values=True)
-
-
-def _length_mask(
-    valid_lens: torch.Tensor, max_len: int, *, check_values: bool
-) -> torch.Tensor:
-    """:func:`sequence_mask`; check_values=False skips the range check, for
-    callers that checked the lengths against K already (an unchecked length
-    acts as if clamped to [0, K])."""
     if not isinstance(valid_lens, torch.Tensor):
         raise TypeError(
             "valid_lens must be a torch.Tensor of shape (B,) or (B, Q), "
@@ -68,8 +59,13 @@ def _length_mask(
     check_int("max_len", max_len)
     if max_len < 0:
         raise ValueError(f"max_len must be >= 0, got {max_len}")
-    if check_values:
-        check_range("valid_lens", valid_lens, 0, max_len)
+    check_range("valid_lens", valid_lens, 0, max_len)
+    return _length_mask(valid_lens, max_len)
+
+
+def _length_mask(valid_lens: torch.Tensor, max_len: int) -> torch.Tensor:
+    """:func:`sequence_mask` without its checks, for callers that checked
+    (a length outside [0, max_len] acts as if clamped)."""
     positions = torch.arange(max_len, device=valid_lens.device)
     lens = valid_lens[:, None] if valid_lens.dim() == 1 else valid_lens
     return positions < lens[..., None]  # (B, 1, K) or (B, Q, K)
@@ -103,7 +99,13 @@ def causal_mask(
             "num_keys must be >= num_queries (a causal mask needs K >= Q), "
             f"got Q={num_queries}, K={num_keys}"
         )
-    device = check_device("device", device)
+    return _causal_mask(num_queries, num_keys, check_device("device", device))
+
+
+def _causal_mask(
+    num_queries: int, num_keys: int, device: torch.device | None
+) -> torch.Tensor:
+    """:func:`causal_mask` without its checks: (1, Q, K) bool."""
     query_pos = torch.arange(num_queries, device=device)[:, None] + (
         num_keys - num_queries
     )
@@ -166,16 +168,39 @@ def attention_mask(
     device = check_device("device", device)
     if valid_lens is not None:
         check_tensor_type("valid_lens", valid_lens)
+        if valid_lens.dim() not in (1, 2):
+            raise ValueError(
+                "valid_lens must have shape (B,) or (B, Q), "
+                f"got {tuple(valid_lens.shape)}"
+            )
+        check_integer_dtype("valid_lens", valid_lens)
+    if causal:
+        check_int("num_queries", num_queries)
+        if num_queries < 0:
+            raise ValueError(f"num_queries must be >= 0, got {num_queries}")
+        if num_keys < num_queries:
+            raise ValueError(
+                "num_keys must be >= num_queries (a causal mask needs K >= Q), "
+                f"got Q={num_queries}, K={num_keys}"
+            )
+    return _attention_mask(valid_lens, num_queries, num_keys, causal, device)
+
+
+def _attention_mask(
+    valid_lens: torch.Tensor | None,
+    num_queries: int,
+    num_keys: int,
+    causal: bool,
+    device: torch.device | None,
+) -> torch.Tensor | None:
+    """:func:`attention_mask` without its checks, for the layers that
+    checked their inputs at their door."""
     if valid_lens is not None and valid_lens.device != device:
         # lengths are often kept on the CPU next to GPU scores
         valid_lens = valid_lens.to(device)
-    mask = (
-        None
-        if valid_lens is None
-        else _length_mask(valid_lens, num_keys, check_values=False)
-    )
+    mask = None if valid_lens is None else _length_mask(valid_lens, num_keys)
     if causal:
-        no_future = causal_mask(num_queries, num_keys, device)
+        no_future = _causal_mask(num_queries, num_keys, device)
         mask = no_future if mask is None else mask & no_future
     return mask
 
@@ -208,7 +233,16 @@ def masked_softmax(
     check_float_dtype("X", X)
     batch_size, num_queries, num_keys = X.shape
     check_masks(valid_lens, causal, num_keys, like=("X", X))
-    mask = attention_mask(valid_lens, num_queries, num_keys, causal, X.device)
+    mask = _attention_mask(valid_lens, num_queries, num_keys, causal, X.device)
+    return _masked_softmax(X, mask)
+
+
+def _masked_softmax(
+    X: torch.Tensor, mask: torch.Tensor | None
+) -> torch.Tensor:
+    """The softmax of scores X (B, Q, K) over the keys ``mask`` allows (None:
+    all; else bool, broadcastable to X, True = may attend); a row with nothing
+    allowed gives zeros."""
     if mask is None:
         return F.softmax(X, dim=-1)
     # The most negative finite number, not -inf: a fully masked row then stays
@@ -248,6 +282,11 @@ def hide_unseen(X: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         if mask.dtype != torch.bool:
             raise TypeError(f"mask must be a bool tensor, got {mask.dtype}")
         check_same_device(X=X, mask=mask)
+    return _hide_unseen(X, mask)
+
+
+def _hide_unseen(X: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """:func:`hide_unseen` without its checks."""
     # On the CPU, reading values is cheap: finite X is returned as it is,
     # which also keeps the autograd graph (and its depth) unchanged.
     if mask is None or (X.device.type == "cpu" and bool(X.isfinite().all())):

@@ -70,14 +70,27 @@ def alibi_bias(
     """-m_h * abs(i - j) for every head, query and key; the queries are the
     last Q of the K positions.
 
+    The product is computed in float32 (float64 for float64) and then cast
+    to ``dtype``: a distance past 65504 would overflow float16 before the
+    multiply.
+
     Returns:
         (H, Q, K) tensor, 0 on the diagonal, more negative with distance.
     Raises:
-        TypeError, ValueError: if a size is not an int >= 1 or K < Q.
+        TypeError: if dtype is not a floating-point torch.dtype, or a size
+            is not an int.
+        ValueError: if a size is < 1 or K < Q.
     """
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(
+            "dtype must be a floating-point torch.dtype (e.g. torch.float32), "
+            f"got {dtype!r}"
+        )
+    check_positive_int("num_heads", num_heads)
     distance = query_key_distance(num_queries, num_keys, device)  # (Q, K)
-    slopes = alibi_slopes(num_heads).to(distance.device, dtype)
-    return -slopes[:, None, None] * distance.abs().to(dtype)
+    exact = torch.float64 if dtype == torch.float64 else torch.float32
+    slopes = alibi_slopes(num_heads).to(distance.device, exact)
+    return (-slopes[:, None, None] * distance.abs().to(exact)).to(dtype)
 
 
 # ------------------------------------------------------------- RoPE, stretched

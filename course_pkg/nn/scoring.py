@@ -15,6 +15,7 @@ values.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -29,7 +30,7 @@ from course_pkg.checks import (
     check_shape,
     check_sizes,
 )
-from course_pkg.nn.masks import attention_mask, hide_unseen, masked_softmax
+from course_pkg.nn.masks import _attention_mask, _hide_unseen, _masked_softmax
 
 
 class ScoredAttention(nn.Module):
@@ -83,14 +84,13 @@ class ScoredAttention(nn.Module):
         projected_keys = _checked_keys(
             self, queries, keys, values, valid_lens, projected_keys
         )
-        self.attention_weights = masked_softmax(
-            self.scores(queries, projected_keys), valid_lens
-        )
-        mask = attention_mask(
+        mask = _attention_mask(
             valid_lens, queries.shape[1], keys.shape[1], False, values.device
-        )
+        )  # None or (B, 1 or Q, K)
+        scores = self.scores(queries, projected_keys)  # (B, Q, K)
+        self.attention_weights = _masked_softmax(scores, mask)
         return torch.bmm(
-            self.dropout(self.attention_weights), hide_unseen(values, mask)
+            self.dropout(self.attention_weights), _hide_unseen(values, mask)
         )
 
 
@@ -204,27 +204,48 @@ class DotProductAttention(nn.Module):
             TypeError, ValueError: on inputs that do not fit (or K < Q when
                 causal).
         """
-        check_attention_inputs(
-            queries, keys, values, valid_lens, causal=causal
+        _check_dot_product(queries, keys, values, valid_lens, causal)
+        return self._attend(
+            queries, keys, values, valid_lens, causal, need_weights
         )
-        check_last_dim(
-            "keys", keys, queries.shape[-1], "(B, K, d) with d that of queries"
-        )
+
+    def _attend(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        valid_lens: torch.Tensor | None,
+        causal: bool,
+        need_weights: bool = True,
+    ) -> torch.Tensor:
+        """:meth:`forward` on checked inputs: queries (B, Q, d), keys (B, K, d),
+        values (B, K, d_v) -> (B, Q, d_v)."""
         if not need_weights:
             self.attention_weights = None
             p = self.dropout.p if self.training else 0.0
-            return fused_attention(
+            return _fused_attention(
                 queries, keys, values, valid_lens, causal, p
             )
         d = queries.shape[-1]
         scores = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(d)
-        self.attention_weights = masked_softmax(scores, valid_lens, causal)
-        mask = attention_mask(
+        mask = _attention_mask(
             valid_lens, *scores.shape[1:], causal, values.device
         )
+        self.attention_weights = _masked_softmax(scores, mask)  # (B, Q, K)
         return torch.bmm(
-            self.dropout(self.attention_weights), hide_unseen(values, mask)
+            self.dropout(self.attention_weights), _hide_unseen(values, mask)
         )
+
+
+def _check_dot_product(
+    queries: Any, keys: Any, values: Any, valid_lens: Any, causal: Any
+) -> None:
+    """The checks of :meth:`DotProductAttention.forward`: the attention inputs,
+    and keys as wide as the queries."""
+    check_attention_inputs(queries, keys, values, valid_lens, causal=causal)
+    check_last_dim(
+        "keys", keys, queries.shape[-1], "(B, K, d) with d that of queries"
+    )
 
 
 def fused_attention(
@@ -254,18 +275,32 @@ def fused_attention(
         TypeError/ValueError: see :func:`course_pkg.checks.check_fused_inputs`.
     """
     check_fused_inputs(queries, keys, values, valid_lens, dropout_p)
+    return _fused_attention(
+        queries, keys, values, valid_lens, causal, dropout_p
+    )
+
+
+def _fused_attention(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    valid_lens: torch.Tensor | None,
+    causal: bool,
+    dropout_p: float,
+) -> torch.Tensor:
+    """:func:`fused_attention` on checked inputs."""
     num_queries, num_keys = queries.shape[-2], keys.shape[-2]
     if valid_lens is None and (not causal or num_queries == num_keys):
         # No explicit mask lets torch pick its fastest kernel.
         return F.scaled_dot_product_attention(
             queries, keys, values, dropout_p=dropout_p, is_causal=causal
         )
-    mask = attention_mask(
+    mask = _attention_mask(
         valid_lens, num_queries, num_keys, causal, queries.device
     )
     mask = mask.expand(queries.shape[0], num_queries, num_keys)
     # Non-finite keys or values in padding must not reach real rows.
-    keys, values = hide_unseen(keys, mask), hide_unseen(values, mask)
+    keys, values = _hide_unseen(keys, mask), _hide_unseen(values, mask)
     has_any = mask.any(dim=-1, keepdim=True)  # (B, Q, 1)
     if queries.dim() == 4:  # broadcast over the heads
         mask, has_any = mask[:, None], has_any[:, None]

@@ -54,6 +54,7 @@ from course_pkg.checks import (
     check_str,
     check_tensor,
 )
+from course_pkg.device import model_device
 from course_pkg.training.loop import linear_warmup, optimizer_step
 
 # ------------------------------------------------------------ the tokens
@@ -485,12 +486,27 @@ def adamw(model: nn.Module, settings: LMSettings) -> torch.optim.AdamW:
     )
 
 
-def _model_device(model: Any) -> torch.device:
-    if not isinstance(model, nn.Module):
-        raise TypeError(
-            f"model must be an nn.Module, got {type(model).__name__}"
+def _vocab_size(model: nn.Module) -> int | None:
+    """The model's vocabulary size V (its ``vocab_size``, as the package's
+    models have), or None when it does not say."""
+    size = getattr(model, "vocab_size", None)
+    if isinstance(size, int) and not isinstance(size, bool) and size >= 1:
+        return size
+    return None
+
+
+def _check_ids(name: str, ids: torch.Tensor, vocab_size: int | None) -> None:
+    """On the CPU, refuse ids outside [0, V) (below 0 when V is None), with
+    ValueError; ``name`` says which argument (e.g. "Y (the targets)")."""
+    if ids.device.type != "cpu" or ids.numel() == 0:
+        return
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or (vocab_size is not None and high >= vocab_size):
+        bound = "V" if vocab_size is None else vocab_size
+        raise ValueError(
+            f"{name} must hold token ids in [0, {bound}) (the model's "
+            f"vocabulary), got values in [{low}, {high}]"
         )
-    return next(model.parameters()).device
 
 
 def lm_loss(
@@ -506,6 +522,9 @@ def lm_loss(
     Raises:
         TypeError, ValueError: X, Y not (B, T) integer tensors of one shape
             and device, scores not (B, T, V) floats.
+        ValueError: (CPU tensors) a target in Y outside [0, V), e.g.
+            cross_entropy's ignore_index -100: checked before the forward
+            when the model has a ``vocab_size``, else before the loss.
     """
     check_tensor("X", X, 2, "(B, T)")
     check_integer_dtype("X", X, "token ids")
@@ -517,8 +536,12 @@ def lm_loss(
             f"X and Y must share one shape (B, T), got {tuple(X.shape)} "
             f"and {tuple(Y.shape)}"
         )
+    vocab_size = _vocab_size(model)
+    _check_ids("Y (the targets)", Y, vocab_size)
     scores = model(X)
     check_logits("model(X)", scores, 3, "(B, T, V)")
+    if vocab_size is None:
+        _check_ids("Y (the targets)", Y, scores.shape[-1])
     dtype = torch.promote_types(scores.dtype, torch.float32)
     return F.cross_entropy(scores.flatten(0, 1).to(dtype), Y.flatten().long())
 
@@ -537,7 +560,7 @@ def evaluate_lm(
         The mean cross-entropy in nats per token over all M * T targets.
     """
     check_positive_int("batch_size", batch_size)
-    device = _model_device(model)
+    device = model_device(model)
     _check_windows(X, Y, device, "X Y")
     was_training = model.training
     model.eval()
@@ -568,9 +591,18 @@ def _check_run(
     _check_stream("train_tokens", train_tokens, settings.num_steps + 1)
     device = check_device("device", device)
     if device is None:
-        device = _model_device(model)
+        device = model_device(model)
     check_cpu_or_on(device, train_tokens=train_tokens)
     _check_windows(valid_X, valid_Y, device, "valid_X valid_Y")
+    # every id against the vocabulary before the first update, not at the
+    # update that happens to draw a bad one
+    vocab_size = _vocab_size(model)
+    for name, ids in (
+        ("train_tokens", train_tokens),
+        ("valid_X", valid_X),
+        ("valid_Y", valid_Y),
+    ):
+        _check_ids(name, ids, vocab_size)
     if on_eval is not None:
         check_callable("on_eval", on_eval)
     return device
@@ -623,6 +655,8 @@ def pretrain_lm(
     Args:
         model: maps (B, T) ids to (B, T, V) scores. train_tokens: (N,) ids.
         device: None: the model's. progress: tqdm bar (None: on a tty).
+    Raises:
+        TypeError, ValueError: on bad arguments, before the first update.
     Returns:
         dict: ``step_loss``, ``step_lr``, ``eval_updates``, ``eval_loss``
         (nats/token), ``num_tokens``, ``train_seconds`` (updates only),

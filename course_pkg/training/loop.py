@@ -41,6 +41,7 @@ from course_pkg.checks import (
     check_tensor,
     check_training,
 )
+from course_pkg.device import model_device
 
 # -------------------------------------------------------------------- the loss
 
@@ -179,10 +180,6 @@ def warmup_inverse_sqrt(
 # -------------------------------------------------------------------- the loop
 
 
-def _model_device(model: nn.Module) -> torch.device:
-    return next(model.parameters()).device
-
-
 def optimizer_step(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -233,7 +230,7 @@ def training_record(
         check_int("num_tokens", num_tokens)
         if num_tokens < 0:
             raise ValueError(f"num_tokens must be >= 0, got {num_tokens}")
-    device = _model_device(model)
+    device = model_device(model)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds = time.perf_counter() - start
@@ -259,7 +256,7 @@ def _pad_and_device(
     pad = getattr(tgt_vocab_or_pad, "pad", tgt_vocab_or_pad)
     check_int("tgt_vocab_or_pad (or its .pad)", pad)
     device = (
-        _model_device(model)
+        model_device(model)
         if device is None
         else check_device("device", device)
     )
