@@ -17,26 +17,20 @@ from torch import nn
 
 import course_pkg
 from course_pkg.experiments import toy_tasks
-from course_pkg.models import (
-    bert,
-    encoder_decoder,
-    gpt,
-    gpt2,
-    luong,
-    nadaraya_watson,
-    seq2seq,
-    transformer,
-    variant_gpt,
+from course_pkg.models import bert, encoder_decoder, gpt, seq2seq
+from course_pkg.models.gpt2 import GPT2, GPT2Block
+from course_pkg.models.luong import LuongAttentionDecoder
+from course_pkg.models.nadaraya_watson import NWKernelRegression
+from course_pkg.models.transformer import (
+    Transformer,
+    TransformerDecoder,
+    TransformerEncoder,
 )
-from course_pkg.nn import (
-    attention,
-    blocks,
-    grouped_query,
-    modern_blocks,
-    positional,
-    rotary,
-    scoring,
-)
+from course_pkg.models.variant_gpt import VariantBlock, VariantGPT
+from course_pkg.nn import blocks, modern_blocks, positional, scoring
+from course_pkg.nn.attention import MultiHeadAttention
+from course_pkg.nn.grouped_query import GroupedQueryAttention
+from course_pkg.nn.rotary import RotaryEmbedding
 
 ABSTRACT = {
     encoder_decoder.Encoder,
@@ -111,7 +105,7 @@ def _decoder_block(device):
 
 
 def _transformer_decoder(device):
-    decoder = transformer.TransformerDecoder(13, 8, 16, 2, 2, 0.1).to(device)
+    decoder = TransformerDecoder(13, 8, 16, 2, 2, 0.1).to(device)
     state = decoder.init_state(_x(device, 2, 4, 8), _lens(device, 4, 1))
     return decoder(_tokens(device, vocab=13), state)[0]
 
@@ -128,7 +122,7 @@ def _gpt_block(device):
 
 
 def _gpt2_block(device):
-    block = gpt2.GPT2Block(8, 16, 2, 0.1).to(device)
+    block = GPT2Block(8, 16, 2, 0.1).to(device)
     # a decoding step: 3 new positions after a cache of 4, 2 of them padding
     past = block.attention.cache(_x(device, 2, 4, 8), _x(device, 2, 4, 8))
     return block(_x(device, 2, 3, 8), past, _lens(device, 7, 5))[0]
@@ -155,8 +149,8 @@ FORWARDS = {
     scoring.LuongAttention: lambda d: scoring.LuongAttention(
         "general", 3, 4
     ).to(d)(_x(d, 2, 3, 3), _x(d, 2, 6, 4), _x(d, 2, 6, 2), _lens(d, 6, 2)),
-    attention.MultiHeadAttention: _multihead(
-        lambda: attention.MultiHeadAttention(8, 2, 0.1), need_weights=False
+    MultiHeadAttention: _multihead(
+        lambda: MultiHeadAttention(8, 2, 0.1), need_weights=False
     ),
     positional.PositionalEncoding: lambda d: positional.PositionalEncoding(
         8, 0.1
@@ -164,10 +158,8 @@ FORWARDS = {
     positional.LearnedPositionalEncoding: lambda d: (
         positional.LearnedPositionalEncoding(8, 0.1).to(d)(_x(d, 2, 5, 8))
     ),
-    nadaraya_watson.NWKernelRegression: lambda d: (
-        nadaraya_watson.NWKernelRegression(0.5).to(d)(
-            _x(d, 4), _x(d, 7), _x(d, 7)
-        )
+    NWKernelRegression: lambda d: NWKernelRegression(0.5).to(d)(
+        _x(d, 4), _x(d, 7), _x(d, 7)
     ),
     encoder_decoder.EncoderDecoder: _seq2seq(seq2seq.Seq2SeqDecoder),
     seq2seq.Seq2SeqEncoder: lambda d: seq2seq.Seq2SeqEncoder(
@@ -175,7 +167,7 @@ FORWARDS = {
     ).to(d)(_tokens(d))[0],
     seq2seq.Seq2SeqDecoder: _seq2seq(seq2seq.Seq2SeqDecoder),
     seq2seq.Seq2SeqAttentionDecoder: _seq2seq(seq2seq.Seq2SeqAttentionDecoder),
-    luong.LuongAttentionDecoder: _seq2seq(luong.LuongAttentionDecoder),
+    LuongAttentionDecoder: _seq2seq(LuongAttentionDecoder),
     blocks.PositionWiseFFN: lambda d: blocks.PositionWiseFFN(16, 8).to(d)(
         _x(d, 2, 5, 8)
     ),
@@ -185,19 +177,19 @@ FORWARDS = {
     blocks.TransformerEncoderBlock: lambda d: blocks.TransformerEncoderBlock(
         8, 16, 2, 0.1
     ).to(d)(_x(d, 2, 5, 8), _lens(d, 5, 2)),
-    transformer.TransformerEncoder: lambda d: transformer.TransformerEncoder(
-        11, 8, 16, 2, 2, 0.1
-    ).to(d)(_tokens(d), _lens(d, 5, 2)),
+    TransformerEncoder: lambda d: TransformerEncoder(11, 8, 16, 2, 2, 0.1).to(
+        d
+    )(_tokens(d), _lens(d, 5, 2)),
     blocks.TransformerDecoderBlock: _decoder_block,
-    transformer.TransformerDecoder: _transformer_decoder,
-    transformer.Transformer: lambda d: transformer.Transformer(
-        11, 13, 8, 16, 2, 2, 0.1
-    ).to(d)(_tokens(d), _tokens(d, vocab=13), _lens(d, 5, 3)),
-    grouped_query.GroupedQueryAttention: _multihead(
-        lambda: grouped_query.GroupedQueryAttention(8, 4, 0.1, num_kv_heads=2),
+    TransformerDecoder: _transformer_decoder,
+    Transformer: lambda d: Transformer(11, 13, 8, 16, 2, 2, 0.1).to(d)(
+        _tokens(d), _tokens(d, vocab=13), _lens(d, 5, 3)
+    ),
+    GroupedQueryAttention: _multihead(
+        lambda: GroupedQueryAttention(8, 4, 0.1, num_kv_heads=2),
         causal=True,
     ),
-    rotary.RotaryEmbedding: lambda d: rotary.RotaryEmbedding(4).to(d)(
+    RotaryEmbedding: lambda d: RotaryEmbedding(4).to(d)(
         _x(d, 2, 2, 5, 4), offset=3
     ),
     modern_blocks.RMSNorm: lambda d: modern_blocks.RMSNorm(8).to(d)(
@@ -229,15 +221,15 @@ FORWARDS = {
     ).to(d)(*_bert_inputs(d)),
     gpt.GPT: lambda d: gpt.GPT(11, 8, 16, 2, 2, 0.1).to(d)(_tokens(d)),
     gpt.GPTBlock: _gpt_block,
-    gpt2.GPT2: lambda d: gpt2.GPT2(11, 8, 2, 2, 7, 0.1).to(d)(
+    GPT2: lambda d: GPT2(11, 8, 2, 2, 7, 0.1).to(d)(
         _tokens(d), _lens(d, 5, 2)
     ),
-    gpt2.GPT2Block: _gpt2_block,
+    GPT2Block: _gpt2_block,
     bert.PublishedBERT: lambda d: _published_bert(d),
-    variant_gpt.VariantGPT: lambda d: variant_gpt.VariantGPT(
+    VariantGPT: lambda d: VariantGPT(
         11, 8, 16, 4, 2, 0.1, num_kv_heads=2, norm="rms", placement="pre"
     ).to(d)(_tokens(d)),
-    variant_gpt.VariantBlock: lambda d: variant_gpt.VariantBlock(
+    VariantBlock: lambda d: VariantBlock(
         8, 16, 4, 0.1, num_kv_heads=1, ffn="swiglu"
     ).to(d)(_x(d, 2, 5, 8))[0],
 }

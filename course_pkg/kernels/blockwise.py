@@ -6,13 +6,9 @@ FlashAttention (Dao et al. 2022) written in plain PyTorch; the chapter
 "Writing the attention kernel" takes the same algorithm to
 :mod:`course_pkg.kernels.flash` and the Triton kernels.
 
-Shape letters (see the package docstring): ``B`` batch, ``H`` heads, ``Q``
-queries, ``K`` key-value pairs, ``d`` width of one head.
-
-Masks follow :func:`course_pkg.nn.masks.masked_softmax`: ``valid_lens`` is
-None, (B,) or (B, Q) numbers of valid keys (values checked on the CPU only);
-``causal`` lets query i see keys 0..i + (K - Q); a query with no valid key
-gets weight 0 on every key, so its output is zeros, never NaN.
+Shapes and masks as in :mod:`course_pkg.nn.grouped_query`: ``B`` batch, ``H``
+heads, ``Q`` queries, ``K`` keys, ``d`` one head's width; a query with no valid
+key gets zeros, never NaN.
 """
 
 from __future__ import annotations

@@ -152,12 +152,7 @@ def gpt2_to_hf(state_dict: Mapping[str, torch.Tensor]) -> StateDict:
     """
     ours = _check_state_dict("state_dict", state_dict)
     num_blks = _count_blocks(ours, r"blks\.(\d+)\.ln_1\.weight")
-    sizes = _gpt2_sizes(
-        ours,
-        "embedding.weight",
-        "pos_encoding.embedding.weight",
-        "blks.0.ffn.dense1.bias",
-    )
+    sizes = _gpt2_sizes(ours, *_GPT2_OUR_ANCHORS)
     _check_shapes(ours, _gpt2_our_shapes(num_blks), sizes)
     theirs: StateDict = {}
     used = {"dense.1.weight"}
@@ -234,25 +229,19 @@ def bert_from_hf(state_dict: Mapping[str, torch.Tensor]) -> StateDict:
     num_blks = _count_blocks(
         theirs, r"encoder\.layer\.(\d+)\.output\.dense\.weight"
     )
-    sizes = _bert_sizes(
-        theirs,
-        "embeddings.word_embeddings.weight",
-        "embeddings.token_type_embeddings.weight",
-        ("embeddings.position_embeddings.weight", ("L", "D")),
-        "encoder.layer.0.intermediate.dense.bias",
-    )
+    sizes = _bert_sizes(theirs, *_BERT_HF_ANCHORS)
     ours_to_theirs = dict(_bert_pairs(num_blks))
     shapes = {
-        ours_to_theirs[name]: letters
+        ours_to_theirs.get(name, _BERT_POSITIONS[1]): letters
         for name, letters in _bert_our_shapes(num_blks).items()
     }
-    shapes["embeddings.position_embeddings.weight"] = ("L", "D")
+    shapes[_BERT_POSITIONS[1]] = ("L", "D")  # theirs has no leading 1
     _check_shapes(theirs, shapes, sizes)
     return _convert(
         theirs,
         _bert_pairs(num_blks),
         forward=True,
-        extra=("pos_embedding", "embeddings.position_embeddings.weight"),
+        extra=_BERT_POSITIONS,
         reshape=lambda table: table[None],  # (max_len, D) -> (1, max_len, D)
     )
 
@@ -260,28 +249,17 @@ def bert_from_hf(state_dict: Mapping[str, torch.Tensor]) -> StateDict:
 def bert_to_hf(state_dict: Mapping[str, torch.Tensor]) -> StateDict:
     """Hugging Face's ``BertModel`` state dict from a
     :class:`~course_pkg.models.bert.PublishedBERT`'s: the inverse of
-    :func:`bert_from_hf`.
-
-    Raises:
-        TypeError, ValueError: as :func:`bert_from_hf`.
+    :func:`bert_from_hf`, with its refusals (TypeError, ValueError).
     """
     ours = _check_state_dict("state_dict", state_dict)
     num_blks = _count_blocks(ours, r"blks\.(\d+)\.ffn\.dense2\.weight")
-    sizes = _bert_sizes(
-        ours,
-        "token_embedding.weight",
-        "segment_embedding.weight",
-        ("pos_embedding", ("1", "L", "D")),
-        "blks.0.ffn.dense1.bias",
-    )
-    shapes = _bert_our_shapes(num_blks)
-    shapes["pos_embedding"] = ("1", "L", "D")
-    _check_shapes(ours, shapes, sizes)
+    sizes = _bert_sizes(ours, *_BERT_OUR_ANCHORS)
+    _check_shapes(ours, _bert_our_shapes(num_blks), sizes)
     return _convert(
         ours,
         _bert_pairs(num_blks),
         forward=False,
-        extra=("pos_embedding", "embeddings.position_embeddings.weight"),
+        extra=_BERT_POSITIONS,
         reshape=lambda table: table[0],  # (1, max_len, D) -> (max_len, D)
     )
 
@@ -346,21 +324,38 @@ def _count_blocks(state: StateDict, pattern: str) -> int:
 # S token types (BERT), "3D" three widths, "1" a leading axis of one.
 Letters = tuple[str, ...]
 
-# GPT-2's block tensors under h.{i}., in Hugging Face's (Conv1D) layout.
+# GPT-2's block layers under h.{i}., their weights in Hugging Face's (Conv1D)
+# layout (in, out); each bias has the weight's last axis.
 _GPT2_BLOCK_SHAPES: dict[str, Letters] = {
-    "ln_1.weight": ("D",),
-    "ln_1.bias": ("D",),
-    "attn.c_attn.weight": ("D", "3D"),
-    "attn.c_attn.bias": ("3D",),
-    "attn.c_proj.weight": ("D", "D"),
-    "attn.c_proj.bias": ("D",),
-    "ln_2.weight": ("D",),
-    "ln_2.bias": ("D",),
-    "mlp.c_fc.weight": ("D", "F"),
-    "mlp.c_fc.bias": ("F",),
-    "mlp.c_proj.weight": ("F", "D"),
-    "mlp.c_proj.bias": ("D",),
+    "ln_1": ("D",),
+    "attn.c_attn": ("D", "3D"),
+    "attn.c_proj": ("D", "D"),
+    "ln_2": ("D",),
+    "mlp.c_fc": ("D", "F"),
+    "mlp.c_proj": ("F", "D"),
 }
+
+
+# The tensors whose shapes give the configuration (V, D, L, F and, for
+# BERT, the segments S): every other tensor is checked against them.
+_GPT2_OUR_ANCHORS = (
+    "embedding.weight",
+    "pos_encoding.embedding.weight",
+    "blks.0.ffn.dense1.bias",
+)
+_BERT_OUR_ANCHORS = (
+    "token_embedding.weight",
+    "segment_embedding.weight",
+    ("pos_embedding", ("1", "L", "D")),
+    "blks.0.ffn.dense1.bias",
+)
+_BERT_POSITIONS = ("pos_embedding", "embeddings.position_embeddings.weight")
+_BERT_HF_ANCHORS = (
+    "embeddings.word_embeddings.weight",
+    "embeddings.token_type_embeddings.weight",
+    ("embeddings.position_embeddings.weight", ("L", "D")),
+    "encoder.layer.0.intermediate.dense.bias",
+)
 
 
 def _gpt2_hf_shapes(num_blks: int) -> dict[str, Letters]:
@@ -372,8 +367,9 @@ def _gpt2_hf_shapes(num_blks: int) -> dict[str, Letters]:
         "ln_f.bias": ("D",),
     }
     for i in range(num_blks):
-        for name, letters in _GPT2_BLOCK_SHAPES.items():
-            shapes[f"h.{i}.{name}"] = letters
+        for layer, letters in _GPT2_BLOCK_SHAPES.items():
+            shapes[f"h.{i}.{layer}.weight"] = letters
+            shapes[f"h.{i}.{layer}.bias"] = letters[-1:]
     return shapes
 
 
@@ -422,8 +418,7 @@ _BERT_BLOCK_SHAPES: dict[str, Letters] = {
 
 
 def _bert_our_shapes(num_blks: int) -> dict[str, Letters]:
-    """:class:`~course_pkg.models.bert.PublishedBERT`'s names and shapes, but
-    the position table's."""
+    """:class:`~course_pkg.models.bert.PublishedBERT`'s names and shapes."""
     layers = {"embedding_norm": ("D",), "pooler.0": ("D", "D")}
     for i in range(num_blks):
         for layer, letters in _BERT_BLOCK_SHAPES.items():
@@ -431,6 +426,7 @@ def _bert_our_shapes(num_blks: int) -> dict[str, Letters]:
     shapes: dict[str, Letters] = {
         "token_embedding.weight": ("V", "D"),
         "segment_embedding.weight": ("S", "D"),
+        "pos_embedding": ("1", "L", "D"),
     }
     for layer, letters in layers.items():
         shapes[f"{layer}.weight"] = letters

@@ -90,8 +90,15 @@ def causal_mask(
         TypeError: if num_queries or num_keys is not an int.
         ValueError: if Q < 0 or K < Q.
     """
-    check_int("num_queries", num_queries)
     check_int("num_keys", num_keys)
+    _check_causal_sizes(num_queries, num_keys)
+    return _causal_mask(num_queries, num_keys, check_device("device", device))
+
+
+def _check_causal_sizes(num_queries: object, num_keys: int) -> None:
+    """Refuse a query count that is not an int in [0, K] (a causal mask
+    needs K >= Q); num_keys is an int already."""
+    check_int("num_queries", num_queries)
     if num_queries < 0:
         raise ValueError(f"num_queries must be >= 0, got {num_queries}")
     if num_keys < num_queries:
@@ -99,7 +106,6 @@ def causal_mask(
             "num_keys must be >= num_queries (a causal mask needs K >= Q), "
             f"got Q={num_queries}, K={num_keys}"
         )
-    return _causal_mask(num_queries, num_keys, check_device("device", device))
 
 
 def _causal_mask(
@@ -175,14 +181,7 @@ def attention_mask(
             )
         check_integer_dtype("valid_lens", valid_lens)
     if causal:
-        check_int("num_queries", num_queries)
-        if num_queries < 0:
-            raise ValueError(f"num_queries must be >= 0, got {num_queries}")
-        if num_keys < num_queries:
-            raise ValueError(
-                "num_keys must be >= num_queries (a causal mask needs K >= Q), "
-                f"got Q={num_queries}, K={num_keys}"
-            )
+        _check_causal_sizes(num_queries, num_keys)
     return _attention_mask(valid_lens, num_queries, num_keys, causal, device)
 
 
