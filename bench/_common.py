@@ -9,6 +9,7 @@ as ``_common`` (its own folder is on ``sys.path`` when it runs).
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 from collections.abc import Callable
 
@@ -67,17 +68,22 @@ def parser(
     return options
 
 
+def _read(kind: type, what: str, text: str):
+    """text as kind (int or float), or the usage error "must be <what>"."""
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be {what}, got {text!r}"
+        ) from None
+
+
 def at_least(lowest: int):
     """An argparse type: an int >= lowest, refused with the usage message
     (exit status 2) before any work starts."""
 
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"must be an int, got {text!r}"
-            ) from None
+        value = _read(int, "an int", text)
         if value < lowest:
             raise argparse.ArgumentTypeError(
                 f"must be >= {lowest}, got {value}"
@@ -85,6 +91,31 @@ def at_least(lowest: int):
         return value
 
     parse.__name__ = f"int >= {lowest}"
+    return parse
+
+
+def number_in(
+    lowest: float, highest: float = math.inf, *, above: bool = False
+):
+    """An argparse type: a finite float in [lowest, highest] (in
+    (lowest, highest] when ``above``), refused with the usage message (exit
+    status 2) before any work starts: NaN, inf and out-of-range values."""
+
+    def parse(text: str) -> float:
+        value = _read(float, "a number", text)
+        low_ok = value > lowest if above else value >= lowest
+        if not (math.isfinite(value) and low_ok and value <= highest):
+            where = (
+                f"{'>' if above else '>='} {lowest}"
+                if highest == math.inf
+                else f"in {'(' if above else '['}{lowest}, {highest}]"
+            )
+            raise argparse.ArgumentTypeError(
+                f"must be a finite number {where}, got {text}"
+            )
+        return value
+
+    parse.__name__ = "number"
     return parse
 
 

@@ -19,6 +19,8 @@ import time
 
 from course_pkg.data import bpe, shakespeare
 
+from _common import at_least
+
 
 def seconds(fn, repeats: int) -> tuple[float, object]:
     best, result = float("inf"), None
@@ -31,10 +33,10 @@ def seconds(fn, repeats: int) -> tuple[float, object]:
 
 def main() -> None:
     options = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    options.add_argument("--train-chars", type=int, default=300_000)
-    options.add_argument("--encode-chars", type=int, default=10**7)
-    options.add_argument("--vocab-size", type=int, default=1024)
-    options.add_argument("--repeats", type=int, default=3)
+    options.add_argument("--train-chars", type=at_least(1), default=300_000)
+    options.add_argument("--encode-chars", type=at_least(1), default=10**7)
+    options.add_argument("--vocab-size", type=at_least(257), default=1024)
+    options.add_argument("--repeats", type=at_least(1), default=3)
     args = options.parse_args()
     train, _ = shakespeare.train_valid_text(shakespeare.load_works())
     text, corpus = train[: args.train_chars], train[: args.encode_chars]

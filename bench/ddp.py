@@ -49,6 +49,8 @@ from course_pkg.training.data_parallel import (
 from course_pkg.training.distributed import build_model
 from course_pkg.training.loop import masked_cross_entropy
 
+from _common import at_least
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -222,13 +224,15 @@ def report(results: dict[int, dict]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--batch", type=int, default=64, help="global batch size G"
+        "--batch", type=at_least(2), default=64, help="global batch size G"
     )
-    parser.add_argument("--steps", type=int, default=30, help="timed steps")
-    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument(
+        "--steps", type=at_least(1), default=30, help="timed steps"
+    )
+    parser.add_argument("--warmup", type=at_least(0), default=3)
     parser.add_argument(
         "--num-pairs",
-        type=int,
+        type=at_least(1),
         default=2000,
         help="corpus size (does not change the speed)",
     )

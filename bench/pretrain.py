@@ -164,14 +164,20 @@ def main() -> None:
     )
     options.add_argument(
         "--lrs",
-        type=float,
+        type=_common.number_in(0, above=True),
         nargs="+",
         default=[3e-3, 6e-3, 1.2e-2],
         help="peak learning rates tried on the development plays",
     )
-    options.add_argument("--min-lr-factor", type=float, default=0.1)
-    options.add_argument("--weight-decay", type=float, default=0.1)
-    options.add_argument("--dropout", type=float, default=0.0)
+    options.add_argument(
+        "--min-lr-factor", type=_common.number_in(0, 1), default=0.1
+    )
+    options.add_argument(
+        "--weight-decay", type=_common.number_in(0), default=0.1
+    )
+    options.add_argument(
+        "--dropout", type=_common.number_in(0, 0.99), default=0.0
+    )
     options.add_argument(
         "--tokenizers",
         nargs="+",

@@ -42,7 +42,7 @@ from course_pkg.models.transformer import Transformer
 from course_pkg.nn.attention import copy_weights_from_torch
 from course_pkg.nn.positional import PositionalEncoding
 
-from _common import device_of, interleaved_medians, parser
+from _common import at_least, device_of, interleaved_medians, number_in, parser
 
 TARGET = 0.9
 
@@ -308,9 +308,12 @@ def main() -> None:
         repeats=7,
         sizes={"batch": 32, "steps": 32, **sizes, **decoding},
     )
-    options.add_argument("--dropout", type=float, default=0.1)
+    options.add_argument("--dropout", type=number_in(0, 0.99), default=0.1)
     options.add_argument(
-        "--decode-lengths", type=int, nargs="+", default=[16, 32, 64, 128]
+        "--decode-lengths",
+        type=at_least(1),
+        nargs="+",
+        default=[16, 32, 64, 128],
     )
     args = options.parse_args()
     device = device_of(args)

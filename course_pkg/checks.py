@@ -1,4 +1,8 @@
-"""Input checks shared by every module: one place, one rule.
+"""The input checks that modules share: one rule for all of them.
+
+Here are the shared primitives (a tensor, a dtype, a size, a length, a
+device); checks that belong to one chapter live beside its code, as
+private functions built from these.
 
 The rule: a wrong *type* (not a tensor, a float where integers are needed)
 raises ``TypeError``; a wrong *value or shape* raises ``ValueError``. Both
@@ -457,240 +461,12 @@ def check_stack_args(*sizes: Any, dropout: Any) -> None:
     check_probability("dropout", dropout)
 
 
-def check_heads(
-    num_hiddens: Any,
-    num_heads: Any,
-    dropout: Any,
-    **widths: Any,
-) -> None:
-    """A multi-head attention layer's sizes: num_hiddens D and num_heads H
-    (ints >= 1, H dividing D), dropout in [0, 1), and the optional widths
-    query_size, key_size, value_size (ints >= 1) and kv_width (a multiple of
-    D / H); None means the default.
-
-    Raises:
-        TypeError: if a size is not an int or dropout not a number.
-        ValueError: if a size is < 1, dropout is outside [0, 1), D is not
-            divisible by H, or kv_width not by D / H.
-    """
-    check_positive_int("num_hiddens", num_hiddens)
-    check_positive_int("num_heads", num_heads)
-    check_probability("dropout", dropout)
-    kv_width = widths.pop("kv_width", None)
-    for name, size in widths.items():
-        if size is not None:
-            check_positive_int(name, size)
-    if num_hiddens % num_heads != 0:
-        raise ValueError(
-            f"num_hiddens ({num_hiddens}) must be divisible by "
-            f"num_heads ({num_heads})"
-        )
-    head_width = num_hiddens // num_heads
-    if kv_width is not None:
-        check_positive_int("kv_width", kv_width)
-        if kv_width % head_width != 0:
-            raise ValueError(
-                f"kv_width ({kv_width}) must be a multiple of the head "
-                f"width num_hiddens / num_heads = {head_width}"
-            )
-
-
-def check_training(num_epochs: Any, lr: Any, grad_clip: Any = None) -> None:
-    """A training loop's num_epochs (an int >= 0), learning rate and
-    gradient clip (None, or a finite number > 0).
-
-    Raises:
-        TypeError: if num_epochs is not an int, or lr or grad_clip is not a
-            number.
-        ValueError: if num_epochs < 0, or lr or grad_clip is not finite > 0.
-    """
-    check_int("num_epochs", num_epochs)
-    if num_epochs < 0:
-        raise ValueError(f"num_epochs must be >= 0, got {num_epochs}")
-    check_positive_number("lr", lr)
-    if grad_clip is not None:
-        check_positive_number("grad_clip", grad_clip)
-
-
-def check_sampling(temperature: Any, top_k: Any, top_p: Any) -> None:
-    """Sampling settings: temperature > 0, top_k None or an int >= 1, top_p
-    None or in (0, 1] (TypeError, ValueError)."""
-    check_positive_number("temperature", temperature)
-    if top_k is not None:
-        check_positive_int("top_k", top_k)
-    if top_p is not None:
-        check_positive_number("top_p", top_p)
-        if top_p > 1:
-            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
-
-
-def check_generation(
-    model: Any,
-    prompt: Any,
-    max_new_tokens: Any,
-    temperature: Any,
-    top_k: Any,
-    top_p: Any,
-    eos: Any,
-) -> None:
-    """A language model's generation arguments: prompt (B, T0) ids in
-    [0, model.vocab_size) with 1 <= T0 <= model.max_len, max_new_tokens in
-    [0, max_len - T0], the sampling settings (:func:`check_sampling`) and
-    eos (None or an id).
-
-    Raises:
-        TypeError, ValueError: naming the argument.
-    """
-    vocab_size, max_len = model.vocab_size, model.max_len
-    check_token_ids("prompt", prompt, vocab_size, min_steps=1)
-    if prompt.shape[1] > max_len:
-        raise ValueError(
-            f"prompt has length {prompt.shape[1]}, more than the model's "
-            f"max_len={max_len}"
-        )
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
-        raise TypeError("max_new_tokens must be an int")
-    if max_new_tokens < 0 or prompt.shape[1] + max_new_tokens > max_len:
-        raise ValueError(
-            f"max_new_tokens must be in [0, max_len - T0] = [0, "
-            f"{max_len - prompt.shape[1]}], got {max_new_tokens}"
-        )
-    check_sampling(temperature, top_k, top_p)
-    if eos is not None:
-        check_ids(eos=eos)
-    if eos is not None and eos >= vocab_size:
-        raise ValueError(f"eos must be in [0, {vocab_size}), got {eos}")
-
-
-def check_bert_input(
-    tokens: Any, segments: Any, valid_lens: Any, layer: Any
-) -> None:
-    """A BERT encoder's input: tokens (B, T) ids in [0, layer.vocab_size),
-    segments (B, T) ids in {0, 1}, valid_lens None or (B,) in [0, T], and
-    T <= layer.max_len.
-
-    Raises:
-        TypeError, ValueError: naming the argument, on a wrong dtype or
-            shape, ids out of range or T > max_len.
-    """
-    max_len = layer.max_len
-    check_token_ids("tokens", tokens, layer.token_embedding)
-    check_token_ids("segments", segments, layer.segment_embedding)
-    if segments.shape != tokens.shape:
-        raise ValueError(
-            "segments must have the shape of tokens, "
-            f"{tuple(tokens.shape)}, got {tuple(segments.shape)}"
-        )
-    check_valid_lens(
-        "valid_lens", valid_lens, *tokens.shape, like=("tokens", tokens)
-    )
-    if tokens.shape[1] > max_len:
-        raise ValueError(
-            f"tokens must have T <= max_len={max_len}, got T={tokens.shape[1]}"
-        )
-
-
-def check_masking(
-    tokens: Any,
-    valid_lens: Any,
-    mask_id: Any,
-    vocab_size: Any,
-    num_special: Any,
-    mask_prob: Any,
-) -> None:
-    """Masked language modelling's arguments: vocab_size >= 2, num_special in
-    [1, vocab_size), mask_id in [0, num_special), tokens (B, T) ids in
-    [0, vocab_size), valid_lens (B,) in [0, T], mask_prob in [0, 1].
-
-    Raises:
-        TypeError, ValueError: naming the argument.
-    """
-    _check_bounded_int("vocab_size", vocab_size, 2, None)
-    _check_bounded_int("num_special", num_special, 1, vocab_size)
-    _check_bounded_int("mask_id", mask_id, 0, num_special)
-    check_token_ids("tokens", tokens, vocab_size)
-    if valid_lens is None:
-        raise TypeError("valid_lens must be a torch.Tensor of shape (B,)")
-    check_valid_lens(
-        "valid_lens", valid_lens, *tokens.shape, like=("tokens", tokens)
-    )
-    if not isinstance(mask_prob, (int, float)) or isinstance(mask_prob, bool):
-        raise TypeError(f"mask_prob must be a float, got {mask_prob!r}")
-    if not 0.0 <= mask_prob <= 1.0:
-        raise ValueError(f"mask_prob must lie in [0, 1], got {mask_prob}")
-
-
 def check_generator(generator: Any) -> None:
     """Refuse anything but a ``torch.Generator`` or None (TypeError)."""
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(
             "generator must be a torch.Generator or None, "
             f"got {type(generator).__name__}"
-        )
-
-
-def _check_bounded_int(
-    name: str, value: Any, low: int, high: int | None
-) -> None:
-    """TypeError unless an int, ValueError unless low <= value (< high)."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < low or (high is not None and value >= high):
-        upper = "" if high is None else f" and < {high}"
-        raise ValueError(f"{name} must be >= {low}{upper}, got {value}")
-
-
-def check_luong_score(
-    score: Any, query_size: Any, key_size: Any, num_hiddens: Any
-) -> None:
-    """Luong attention's score ("dot", "general" or "concat"; "dot" needs
-    query_size == key_size) and num_hiddens (None or an int >= 1).
-
-    Raises:
-        TypeError: if score is not a str or num_hiddens not an int.
-        ValueError: on an unknown score, num_hiddens < 1, or "dot" with
-            query_size != key_size.
-    """
-    if not isinstance(score, str):
-        raise TypeError(f"score must be a str, got {type(score).__name__}")
-    if num_hiddens is not None:
-        check_sizes(num_hiddens=num_hiddens)
-    if score not in ("dot", "general", "concat"):
-        raise ValueError(
-            f"score must be 'dot', 'general' or 'concat', got {score!r}"
-        )
-    if score == "dot" and query_size != key_size:
-        raise ValueError(
-            "score='dot' needs query_size == key_size, "
-            f"got {query_size} and {key_size}"
-        )
-
-
-def check_micro_batches(
-    micro_batches: Any,
-    all_reduce_by_hand: bool,
-    is_ddp: bool,
-    distributed: bool,
-    pad: Any = 0,
-    grad_clip: Any = None,
-) -> None:
-    """A data-parallel step's input: at least one micro-batch, an int pad id,
-    a valid grad_clip, and gradients summed by hand only for a plain (not
-    DDP) model in a process group.
-
-    Raises:
-        TypeError: if pad is not an int, or grad_clip not a number or None.
-        ValueError: if micro_batches is empty, grad_clip is not positive, or
-            all_reduce_by_hand is asked for a DDP model or without a process
-            group.
-    """
-    if len(micro_batches) == 0:
-        raise ValueError("micro_batches must hold at least one batch")
-    check_int("pad", pad)
-    check_grad_clip(grad_clip)
-    if all_reduce_by_hand and (is_ddp or not distributed):
-        raise ValueError(
-            "all_reduce_by_hand=True needs a plain (not DDP) model and a process group"
         )
 
 
@@ -704,74 +480,6 @@ def check_sentences(name: str, sentences: Any) -> None:
             f"{name} must be a list of str (one sentence each), got "
             f"{type(sentences).__name__}"
         )
-
-
-def check_reading(
-    sources: Any, outputs: Any, references: Any, weights: Any
-) -> None:
-    """N source, output and reference token lists and the (N, S, T)
-    attention weights that produced the outputs, S and T at least the
-    longest output and source.
-
-    Raises:
-        TypeError: if weights is not a tensor or a sentence is a string.
-        ValueError: if the lengths disagree or weights is not (N, S, T) large
-            enough.
-    """
-    check_floats("weights", weights)
-    for name, lists in (
-        ("sources", sources),
-        ("outputs", outputs),
-        ("references", references),
-    ):
-        if any(isinstance(tokens, str) for tokens in lists):
-            raise TypeError(f"{name} must hold token lists, not strings")
-    if not len(sources) == len(outputs) == len(references):
-        raise ValueError(
-            "sources, outputs and references must have the same length, "
-            f"got {len(sources)}, {len(outputs)}, {len(references)}"
-        )
-    if weights.dim() != 3 or weights.shape[0] != len(sources):
-        raise ValueError(
-            f"weights must be (N={len(sources)}, S, T), got "
-            f"{tuple(weights.shape)}"
-        )
-    longest_out = max((len(o) for o in outputs), default=0)
-    longest_src = max((len(s) for s in sources), default=0)
-    if weights.shape[1] < longest_out or weights.shape[2] < longest_src:
-        raise ValueError(
-            f"weights (N, S, T) = {tuple(weights.shape)} is smaller than the "
-            f"longest output ({longest_out}) or source ({longest_src})"
-        )
-
-
-def check_attribution(embeddings: Any, objectives: Any) -> None:
-    """Inputs of an attribution: embeddings (B, T, E) that require grad and
-    objectives (B, S) with the same B.
-
-    Raises:
-        TypeError: if either is not a tensor.
-        ValueError: if the shapes are not (B, T, E) and (B, S) with the same
-            B, or embeddings does not require grad.
-    """
-    for name, value in (
-        ("embeddings", embeddings),
-        ("objectives", objectives),
-    ):
-        if not isinstance(value, torch.Tensor):
-            raise TypeError(f"{name} must be a tensor, got {type(value)}")
-    if embeddings.dim() != 3 or objectives.dim() != 2:
-        raise ValueError(
-            "embeddings must be (B, T, E) and objectives (B, S), got "
-            f"{tuple(embeddings.shape)} and {tuple(objectives.shape)}"
-        )
-    if embeddings.shape[0] != objectives.shape[0]:
-        raise ValueError(
-            f"embeddings (B={embeddings.shape[0]}, T, E) and objectives "
-            f"(B={objectives.shape[0]}, S) differ in B"
-        )
-    if not embeddings.requires_grad:
-        raise ValueError("embeddings must require grad (be in the graph)")
 
 
 def check_ids(**ids: Any) -> None:
@@ -935,19 +643,6 @@ def check_logits(name: str, scores: Any, rank: int, shape: str) -> None:
         )
 
 
-def check_head_split(X: Any, num_heads: Any, axis: int, shape: str) -> None:
-    """Refuse an X that is not a 3-D tensor whose ``axis`` splits into
-    num_heads (an int >= 1) equal parts: TypeError, ValueError. Any dtype
-    passes (splitting heads only moves numbers)."""
-    check_tensor("X", X, 3, shape)
-    check_positive_int("num_heads", num_heads)
-    if X.shape[axis] % num_heads:
-        raise ValueError(
-            f"X must have shape {shape} with a dimension divisible by "
-            f"num_heads={num_heads}, got {tuple(X.shape)}"
-        )
-
-
 def check_block_sizes(
     num_hiddens: Any,
     ffn_num_hiddens: Any,
@@ -1010,35 +705,6 @@ def check_floats(name: str, X: Any) -> None:
     tensor is refused, never cast): TypeError."""
     check_tensor_type(name, X)
     check_float_dtype(name, X)
-
-
-def check_fused_inputs(
-    queries: Any, keys: Any, values: Any, valid_lens: Any, dropout_p: Any
-) -> None:
-    """What a fused attention call needs: queries (B, [H,] Q, d), keys
-    (B, [H,] K, d), values (B, [H,] K, d_v) of one rank, one float dtype and
-    one device; valid_lens None, (B,) or (B, Q) integer lengths on the CPU or
-    that device (their values are not read: a length outside [0, K] acts
-    clamped, as off the CPU); dropout_p in [0, 1). TypeError, ValueError
-    naming the argument."""
-    for name, X in (("queries", queries), ("keys", keys), ("values", values)):
-        check_tensor_type(name, X)
-        if X.dim() not in (3, 4) or X.dim() != queries.dim():
-            raise ValueError(
-                f"{name} must have shape (B, Q or K, d) or (B, H, Q or K, d) "
-                f"like queries {tuple(queries.shape)}, got {tuple(X.shape)}"
-            )
-    check_same_float_dtype(queries=queries, keys=keys, values=values)
-    check_valid_lens(
-        "valid_lens",
-        valid_lens,
-        queries.shape[0],
-        keys.shape[-2],
-        num_queries=queries.shape[-2],
-        like=("queries", queries),
-        values=False,  # the kernel's callers check the range
-    )
-    check_probability("dropout_p", dropout_p)
 
 
 def check_cpu_or_on(device: Any, **tensors: Any) -> None:

@@ -162,10 +162,28 @@ def test_seq2seq_refuses_a_limit_below_one():
         ("flash.py", "--block 0", "--block: must be >= 1, got 0"),
         ("attention.py", "--threads 0", "--threads: must be >= 1, got 0"),
         ("long_context.py", "--seeds two", "--seeds: must be an int"),
+        ("bpe.py", "--train-chars -1", "--train-chars: must be >= 1, got -1"),
+        ("ddp.py", "--steps 0", "--steps: must be >= 1, got 0"),
+        (
+            "pretrain.py",
+            "--lr nan",
+            "--lrs: must be a finite number > 0, got nan",
+        ),
+        (
+            "pretrain.py",
+            "--dropout 1",
+            "--dropout: must be a finite number in [0, 0.99]",
+        ),
+        (
+            "transformer.py",
+            "--dropout inf",
+            "--dropout: must be a finite number",
+        ),
     ],
 )
 def test_a_size_below_one_is_refused_before_any_work(name, arguments, message):
-    # _common.parser's integer options: sizes and counts >= 1 (warm-ups >= 0)
+    # _common's argparse types: sizes and counts >= 1 (warm-ups >= 0), rates
+    # finite and in range; NaN and inf refused
     result = run_script(name, arguments)
     assert result.returncode == 2
     assert message in result.stderr

@@ -19,13 +19,12 @@ width.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 
 from course_pkg.checks import (
-    check_attribution,
-    check_reading,
+    check_floats,
     check_same_device,
     check_same_float_dtype,
     check_source_target,
@@ -93,10 +92,10 @@ def adjective_attention(
     Returns:
         An :class:`AdjectiveReading`.
     Raises:
-        TypeError, ValueError: see :func:`~course_pkg.checks.check_reading`;
+        TypeError, ValueError: if the lists or weights do not fit (above);
             ValueError if no adjective row was found (nothing to measure).
     """
-    check_reading(sources, outputs, references, weights)
+    _check_reading(sources, outputs, references, weights)
     argmax = weights.argmax(dim=-1).tolist()  # (N, S)
     rows = hits = reorders = followed = 0
     chance = reorder_chance = 0.0
@@ -153,9 +152,10 @@ def gradient_x_input(
     Returns:
         (B, S, T) signed attributions, detached.
     Raises:
-        TypeError, ValueError: see :func:`~course_pkg.checks.check_attribution`.
+        TypeError: if either is not a tensor. ValueError: if the shapes
+            do not fit (above) or embeddings does not require grad.
     """
-    check_attribution(embeddings, objectives)
+    _check_attribution(embeddings, objectives)
     columns = []
     for s in range(objectives.shape[1]):
         # Rows are independent, so one backward of the column's sum gives
@@ -311,3 +311,71 @@ def compare_rankings(
         chance=chance / rows,
         spearman=sum(correlations) / max(len(correlations), 1),
     )
+
+
+def _check_reading(
+    sources: Any, outputs: Any, references: Any, weights: Any
+) -> None:
+    """N source, output and reference token lists and the (N, S, T)
+    attention weights that produced the outputs, S and T at least the
+    longest output and source.
+
+    Raises:
+        TypeError: if weights is not a tensor or a sentence is a string.
+        ValueError: if the lengths disagree or weights is not (N, S, T) large
+            enough.
+    """
+    check_floats("weights", weights)
+    for name, lists in (
+        ("sources", sources),
+        ("outputs", outputs),
+        ("references", references),
+    ):
+        if any(isinstance(tokens, str) for tokens in lists):
+            raise TypeError(f"{name} must hold token lists, not strings")
+    if not len(sources) == len(outputs) == len(references):
+        raise ValueError(
+            "sources, outputs and references must have the same length, "
+            f"got {len(sources)}, {len(outputs)}, {len(references)}"
+        )
+    if weights.dim() != 3 or weights.shape[0] != len(sources):
+        raise ValueError(
+            f"weights must be (N={len(sources)}, S, T), got "
+            f"{tuple(weights.shape)}"
+        )
+    longest_out = max((len(o) for o in outputs), default=0)
+    longest_src = max((len(s) for s in sources), default=0)
+    if weights.shape[1] < longest_out or weights.shape[2] < longest_src:
+        raise ValueError(
+            f"weights (N, S, T) = {tuple(weights.shape)} is smaller than the "
+            f"longest output ({longest_out}) or source ({longest_src})"
+        )
+
+
+def _check_attribution(embeddings: Any, objectives: Any) -> None:
+    """Inputs of an attribution: embeddings (B, T, E) that require grad and
+    objectives (B, S) with the same B.
+
+    Raises:
+        TypeError: if either is not a tensor.
+        ValueError: if the shapes are not (B, T, E) and (B, S) with the same
+            B, or embeddings does not require grad.
+    """
+    for name, value in (
+        ("embeddings", embeddings),
+        ("objectives", objectives),
+    ):
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"{name} must be a tensor, got {type(value)}")
+    if embeddings.dim() != 3 or objectives.dim() != 2:
+        raise ValueError(
+            "embeddings must be (B, T, E) and objectives (B, S), got "
+            f"{tuple(embeddings.shape)} and {tuple(objectives.shape)}"
+        )
+    if embeddings.shape[0] != objectives.shape[0]:
+        raise ValueError(
+            f"embeddings (B={embeddings.shape[0]}, T, E) and objectives "
+            f"(B={objectives.shape[0]}, S) differ in B"
+        )
+    if not embeddings.requires_grad:
+        raise ValueError("embeddings must require grad (be in the graph)")

@@ -22,20 +22,21 @@ Shape letters: ``B`` batch, ``T`` sequence length, ``D`` model width
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
 from course_pkg.checks import (
-    check_bert_input,
     check_features,
     check_float_tensor,
     check_generator,
-    check_masking,
     check_on_device,
     check_positive_number,
     check_sizes,
     check_stack_args,
     check_tensor_type,
+    check_token_ids,
     check_valid_lens,
 )
 from course_pkg.nn.blocks import (
@@ -80,10 +81,10 @@ def mask_tokens(
         inputs is the corrupted batch; labels holds the original token at
         selected positions and -100 (``IGNORE_INDEX``) everywhere else.
     Raises:
-        TypeError, ValueError: naming the argument (see
-            :func:`~course_pkg.checks.check_masking`).
+        TypeError, ValueError: naming the argument (the checks of
+            mask_tokens, at the end of this module).
     """
-    check_masking(
+    _check_masking(
         tokens, valid_lens, mask_id, vocab_size, num_special, mask_prob
     )
     check_generator(generator)
@@ -167,10 +168,10 @@ class BERTEncoder(nn.Module):
             need_weights: keep each block's attention weights (explicit
                 path) or not (fused path, the default, faster).
         Raises:
-            TypeError, ValueError: naming the argument (see
-                :func:`~course_pkg.checks.check_bert_input`).
+            TypeError, ValueError: naming the argument (a wrong dtype or
+                shape, ids out of range, T > max_len).
         """
-        check_bert_input(tokens, segments, valid_lens, self)
+        _check_bert_input(tokens, segments, valid_lens, self)
         X = self.token_embedding(tokens) + self.segment_embedding(segments)
         X = X + self.pos_embedding[:, : tokens.shape[1]]
         X = self.dropout(self.embedding_norm(X))
@@ -446,3 +447,72 @@ def _check_outputs(
             f"got {tuple(X.shape)}"
         )
     check_features(name, X, num_hiddens, head)
+
+
+def _check_bert_input(
+    tokens: Any, segments: Any, valid_lens: Any, layer: Any
+) -> None:
+    """A BERT encoder's input: tokens (B, T) ids in [0, layer.vocab_size),
+    segments (B, T) ids in {0, 1}, valid_lens None or (B,) in [0, T], and
+    T <= layer.max_len.
+
+    Raises:
+        TypeError, ValueError: naming the argument, on a wrong dtype or
+            shape, ids out of range or T > max_len.
+    """
+    max_len = layer.max_len
+    check_token_ids("tokens", tokens, layer.token_embedding)
+    check_token_ids("segments", segments, layer.segment_embedding)
+    if segments.shape != tokens.shape:
+        raise ValueError(
+            "segments must have the shape of tokens, "
+            f"{tuple(tokens.shape)}, got {tuple(segments.shape)}"
+        )
+    check_valid_lens(
+        "valid_lens", valid_lens, *tokens.shape, like=("tokens", tokens)
+    )
+    if tokens.shape[1] > max_len:
+        raise ValueError(
+            f"tokens must have T <= max_len={max_len}, got T={tokens.shape[1]}"
+        )
+
+
+def _check_masking(
+    tokens: Any,
+    valid_lens: Any,
+    mask_id: Any,
+    vocab_size: Any,
+    num_special: Any,
+    mask_prob: Any,
+) -> None:
+    """Masked language modelling's arguments: vocab_size >= 2, num_special in
+    [1, vocab_size), mask_id in [0, num_special), tokens (B, T) ids in
+    [0, vocab_size), valid_lens (B,) in [0, T], mask_prob in [0, 1].
+
+    Raises:
+        TypeError, ValueError: naming the argument.
+    """
+    _check_bounded_int("vocab_size", vocab_size, 2, None)
+    _check_bounded_int("num_special", num_special, 1, vocab_size)
+    _check_bounded_int("mask_id", mask_id, 0, num_special)
+    check_token_ids("tokens", tokens, vocab_size)
+    if valid_lens is None:
+        raise TypeError("valid_lens must be a torch.Tensor of shape (B,)")
+    check_valid_lens(
+        "valid_lens", valid_lens, *tokens.shape, like=("tokens", tokens)
+    )
+    if not isinstance(mask_prob, (int, float)) or isinstance(mask_prob, bool):
+        raise TypeError(f"mask_prob must be a float, got {mask_prob!r}")
+    if not 0.0 <= mask_prob <= 1.0:
+        raise ValueError(f"mask_prob must lie in [0, 1], got {mask_prob}")
+
+
+def _check_bounded_int(
+    name: str, value: Any, low: int, high: int | None
+) -> None:
+    """TypeError unless an int, ValueError unless low <= value (< high)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < low or (high is not None and value >= high):
+        upper = "" if high is None else f" and < {high}"
+        raise ValueError(f"{name} must be >= {low}{upper}, got {value}")

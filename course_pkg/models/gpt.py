@@ -31,8 +31,9 @@ from torch import nn
 
 from course_pkg.checks import (
     check_features,
-    check_generation,
-    check_sampling,
+    check_ids,
+    check_positive_int,
+    check_positive_number,
     check_token_ids,
     check_valid_lens,
 )
@@ -340,7 +341,7 @@ def next_token_probs(
         raise ValueError(
             f"logits must have shape (B, V), got {tuple(logits.shape)}"
         )
-    check_sampling(temperature, top_k, top_p)
+    _check_sampling(temperature, top_k, top_p)
     if logits.device.type == "cpu" and logits.isneginf().all(-1).any():
         raise ValueError("logits must have a finite score in every row")
     scores = logits.to(torch.promote_types(logits.dtype, torch.float32))
@@ -390,7 +391,7 @@ def generate(
     """
     if not isinstance(model, GPT):
         raise TypeError(f"model must be a GPT, got {type(model).__name__}")
-    check_generation(
+    _check_generation(
         model, prompt, max_new_tokens, temperature, top_k, top_p, eos
     )
     was_training = model.training
@@ -435,3 +436,53 @@ def _draw(
         return logits.argmax(dim=-1)
     probs = next_token_probs(logits, temperature, top_k, top_p)
     return torch.multinomial(probs, 1, generator=generator)[:, 0]
+
+
+def _check_sampling(temperature: Any, top_k: Any, top_p: Any) -> None:
+    """Sampling settings: temperature > 0, top_k None or an int >= 1, top_p
+    None or in (0, 1] (TypeError, ValueError)."""
+    check_positive_number("temperature", temperature)
+    if top_k is not None:
+        check_positive_int("top_k", top_k)
+    if top_p is not None:
+        check_positive_number("top_p", top_p)
+        if top_p > 1:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+
+
+def _check_generation(
+    model: Any,
+    prompt: Any,
+    max_new_tokens: Any,
+    temperature: Any,
+    top_k: Any,
+    top_p: Any,
+    eos: Any,
+) -> None:
+    """A language model's generation arguments: prompt (B, T0) ids in
+    [0, model.vocab_size) with 1 <= T0 <= model.max_len, max_new_tokens in
+    [0, max_len - T0], the sampling settings (``_check_sampling``) and
+    eos (None or an id).
+
+    Raises:
+        TypeError, ValueError: naming the argument.
+    """
+    vocab_size, max_len = model.vocab_size, model.max_len
+    check_token_ids("prompt", prompt, vocab_size, min_steps=1)
+    if prompt.shape[1] > max_len:
+        raise ValueError(
+            f"prompt has length {prompt.shape[1]}, more than the model's "
+            f"max_len={max_len}"
+        )
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
+        raise TypeError("max_new_tokens must be an int")
+    if max_new_tokens < 0 or prompt.shape[1] + max_new_tokens > max_len:
+        raise ValueError(
+            f"max_new_tokens must be in [0, max_len - T0] = [0, "
+            f"{max_len - prompt.shape[1]}], got {max_new_tokens}"
+        )
+    _check_sampling(temperature, top_k, top_p)
+    if eos is not None:
+        check_ids(eos=eos)
+    if eos is not None and eos >= vocab_size:
+        raise ValueError(f"eos must be in [0, {vocab_size}), got {eos}")

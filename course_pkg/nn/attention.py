@@ -18,7 +18,7 @@ and stores nothing. Both give the same outputs within 1e-5 in float32.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -26,8 +26,9 @@ from torch import nn
 from course_pkg.checks import (
     check_attention_inputs,
     check_features,
-    check_head_split,
-    check_heads,
+    check_positive_int,
+    check_probability,
+    check_tensor,
 )
 from course_pkg.nn.scoring import DotProductAttention, _fused_attention
 
@@ -40,7 +41,7 @@ def transpose_qkv(X: torch.Tensor, num_heads: int) -> torch.Tensor:
     Returns:
         (B * H, T, D / H); rows b*H .. b*H + H - 1 are the heads of example b.
     """
-    check_head_split(X, num_heads, -1, "(B, T, D)")
+    _check_head_split(X, num_heads, -1, "(B, T, D)")
     batch_size, num_steps, num_hiddens = X.shape
     X = X.reshape(
         batch_size, num_steps, num_heads, num_hiddens // num_heads
@@ -58,7 +59,7 @@ def transpose_output(X: torch.Tensor, num_heads: int) -> torch.Tensor:
     Returns:
         (B, T, D), the heads concatenated along the last axis.
     """
-    check_head_split(X, num_heads, 0, "(B * H, T, D / H)")
+    _check_head_split(X, num_heads, 0, "(B * H, T, D / H)")
     folded, num_steps, head_width = X.shape
     X = X.reshape(
         folded // num_heads, num_heads, num_steps, head_width
@@ -111,7 +112,8 @@ class MultiHeadAttention(nn.Module):
         attention_weights: (B, H, Q, K) weights of the last forward call, or
             None after a fused call.
     Raises:
-        TypeError, ValueError: see :func:`course_pkg.checks.check_heads`.
+        TypeError, ValueError: naming a size that is not an int >= 1, a
+            dropout outside [0, 1), or widths that do not divide.
     """
 
     def __init__(
@@ -127,7 +129,7 @@ class MultiHeadAttention(nn.Module):
         kv_width: int | None = None,
     ):
         super().__init__()
-        check_heads(
+        _check_heads(
             num_hiddens,
             num_heads,
             dropout,
@@ -382,3 +384,54 @@ def copy_weights_from_torch(
     ours.W_o.weight.copy_(theirs.out_proj.weight)
     if ours.W_o.bias is not None:
         ours.W_o.bias.copy_(theirs.out_proj.bias)
+
+
+def _check_head_split(X: Any, num_heads: Any, axis: int, shape: str) -> None:
+    """Refuse an X that is not a 3-D tensor whose ``axis`` splits into
+    num_heads (an int >= 1) equal parts: TypeError, ValueError. Any dtype
+    passes (splitting heads only moves numbers)."""
+    check_tensor("X", X, 3, shape)
+    check_positive_int("num_heads", num_heads)
+    if X.shape[axis] % num_heads:
+        raise ValueError(
+            f"X must have shape {shape} with a dimension divisible by "
+            f"num_heads={num_heads}, got {tuple(X.shape)}"
+        )
+
+
+def _check_heads(
+    num_hiddens: Any,
+    num_heads: Any,
+    dropout: Any,
+    **widths: Any,
+) -> None:
+    """A multi-head attention layer's sizes: num_hiddens D and num_heads H
+    (ints >= 1, H dividing D), dropout in [0, 1), and the optional widths
+    query_size, key_size, value_size (ints >= 1) and kv_width (a multiple of
+    D / H); None means the default.
+
+    Raises:
+        TypeError: if a size is not an int or dropout not a number.
+        ValueError: if a size is < 1, dropout is outside [0, 1), D is not
+            divisible by H, or kv_width not by D / H.
+    """
+    check_positive_int("num_hiddens", num_hiddens)
+    check_positive_int("num_heads", num_heads)
+    check_probability("dropout", dropout)
+    kv_width = widths.pop("kv_width", None)
+    for name, size in widths.items():
+        if size is not None:
+            check_positive_int(name, size)
+    if num_hiddens % num_heads != 0:
+        raise ValueError(
+            f"num_hiddens ({num_hiddens}) must be divisible by "
+            f"num_heads ({num_heads})"
+        )
+    head_width = num_hiddens // num_heads
+    if kv_width is not None:
+        check_positive_int("kv_width", kv_width)
+        if kv_width % head_width != 0:
+            raise ValueError(
+                f"kv_width ({kv_width}) must be a multiple of the head "
+                f"width num_hiddens / num_heads = {head_width}"
+            )

@@ -23,12 +23,13 @@ from torch import nn
 
 from course_pkg.checks import (
     check_attention_inputs,
-    check_fused_inputs,
     check_last_dim,
-    check_luong_score,
     check_probability,
+    check_same_float_dtype,
     check_shape,
     check_sizes,
+    check_tensor_type,
+    check_valid_lens,
 )
 from course_pkg.nn.masks import _attention_mask, _hide_unseen, _masked_softmax
 
@@ -272,9 +273,10 @@ def fused_attention(
         values that no query may see do not reach the output
         (:func:`course_pkg.nn.masks.hide_unseen`).
     Raises:
-        TypeError/ValueError: see :func:`course_pkg.checks.check_fused_inputs`.
+        TypeError/ValueError: naming the argument that does not fit the
+            shapes above, one float dtype and device, or dropout_p in [0, 1).
     """
-    check_fused_inputs(queries, keys, values, valid_lens, dropout_p)
+    _check_fused_inputs(queries, keys, values, valid_lens, dropout_p)
     return _fused_attention(
         queries, keys, values, valid_lens, causal, dropout_p
     )
@@ -339,7 +341,7 @@ class LuongAttention(ScoredAttention):
         num_hiddens: int | None = None,
         dropout: float = 0.0,
     ):
-        check_luong_score(score, query_size, key_size, num_hiddens)
+        _check_luong_score(score, query_size, key_size, num_hiddens)
         super().__init__(query_size, key_size, dropout)
         self.score = score
         if score == "general":
@@ -366,3 +368,58 @@ class LuongAttention(ScoredAttention):
             dim=-1,
         )  # (B, Q, K, D_q + D_k)
         return self.v(torch.tanh(self.W(pairs))).squeeze(-1)
+
+
+def _check_luong_score(
+    score: Any, query_size: Any, key_size: Any, num_hiddens: Any
+) -> None:
+    """Luong attention's score ("dot", "general" or "concat"; "dot" needs
+    query_size == key_size) and num_hiddens (None or an int >= 1).
+
+    Raises:
+        TypeError: if score is not a str or num_hiddens not an int.
+        ValueError: on an unknown score, num_hiddens < 1, or "dot" with
+            query_size != key_size.
+    """
+    if not isinstance(score, str):
+        raise TypeError(f"score must be a str, got {type(score).__name__}")
+    if num_hiddens is not None:
+        check_sizes(num_hiddens=num_hiddens)
+    if score not in ("dot", "general", "concat"):
+        raise ValueError(
+            f"score must be 'dot', 'general' or 'concat', got {score!r}"
+        )
+    if score == "dot" and query_size != key_size:
+        raise ValueError(
+            "score='dot' needs query_size == key_size, "
+            f"got {query_size} and {key_size}"
+        )
+
+
+def _check_fused_inputs(
+    queries: Any, keys: Any, values: Any, valid_lens: Any, dropout_p: Any
+) -> None:
+    """What a fused attention call needs: queries (B, [H,] Q, d), keys
+    (B, [H,] K, d), values (B, [H,] K, d_v) of one rank, one float dtype and
+    one device; valid_lens None, (B,) or (B, Q) integer lengths on the CPU or
+    that device (their values are not read: a length outside [0, K] acts
+    clamped, as off the CPU); dropout_p in [0, 1). TypeError, ValueError
+    naming the argument."""
+    for name, X in (("queries", queries), ("keys", keys), ("values", values)):
+        check_tensor_type(name, X)
+        if X.dim() not in (3, 4) or X.dim() != queries.dim():
+            raise ValueError(
+                f"{name} must have shape (B, Q or K, d) or (B, H, Q or K, d) "
+                f"like queries {tuple(queries.shape)}, got {tuple(X.shape)}"
+            )
+    check_same_float_dtype(queries=queries, keys=keys, values=values)
+    check_valid_lens(
+        "valid_lens",
+        valid_lens,
+        queries.shape[0],
+        keys.shape[-2],
+        num_queries=queries.shape[-2],
+        like=("queries", queries),
+        values=False,  # the kernel's callers check the range
+    )
+    check_probability("dropout_p", dropout_p)

@@ -27,6 +27,7 @@ import os
 import socket
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -34,7 +35,11 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-from course_pkg.checks import check_int, check_micro_batches, check_sizes
+from course_pkg.checks import (
+    check_grad_clip,
+    check_int,
+    check_sizes,
+)
 from course_pkg.training.loop import masked_cross_entropy
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
@@ -280,7 +285,7 @@ def _check_step(
     """Validate :func:`train_step`'s arguments; return (model is DDP, a process group is up)."""
     is_ddp = isinstance(model, DistributedDataParallel)
     distributed = dist.is_available() and dist.is_initialized()
-    check_micro_batches(
+    _check_micro_batches(
         micro_batches, all_reduce_by_hand, is_ddp, distributed, pad, grad_clip
     )
     return is_ddp, distributed
@@ -310,7 +315,8 @@ def train_step(
     Returns:
         The global batch's loss, the same float on every rank (0.0 if all padding).
     Raises:
-        TypeError, ValueError: see :func:`~course_pkg.checks.check_micro_batches`.
+        TypeError, ValueError: on no micro-batch, a pad or grad_clip of the
+            wrong type or value, or all_reduce_by_hand with DDP or no group.
     """
     is_ddp, distributed = _check_step(
         model, micro_batches, pad, grad_clip, all_reduce_by_hand
@@ -345,3 +351,31 @@ def train_step(
     if distributed:
         dist.all_reduce(loss_total)
     return loss_total.item()
+
+
+def _check_micro_batches(
+    micro_batches: Any,
+    all_reduce_by_hand: bool,
+    is_ddp: bool,
+    distributed: bool,
+    pad: Any = 0,
+    grad_clip: Any = None,
+) -> None:
+    """A data-parallel step's input: at least one micro-batch, an int pad id,
+    a valid grad_clip, and gradients summed by hand only for a plain (not
+    DDP) model in a process group.
+
+    Raises:
+        TypeError: if pad is not an int, or grad_clip not a number or None.
+        ValueError: if micro_batches is empty, grad_clip is not positive, or
+            all_reduce_by_hand is asked for a DDP model or without a process
+            group.
+    """
+    if len(micro_batches) == 0:
+        raise ValueError("micro_batches must hold at least one batch")
+    check_int("pad", pad)
+    check_grad_clip(grad_clip)
+    if all_reduce_by_hand and (is_ddp or not distributed):
+        raise ValueError(
+            "all_reduce_by_hand=True needs a plain (not DDP) model and a process group"
+        )

@@ -35,11 +35,11 @@ from course_pkg.checks import (
     check_integer_dtype,
     check_logits,
     check_positive_int,
+    check_positive_number,
     check_probability,
     check_range,
     check_same_device,
     check_tensor,
-    check_training,
 )
 from course_pkg.device import model_device
 
@@ -296,9 +296,9 @@ def train_seq2seq(
         :func:`training_record`'s dict (``epoch_loss``: token-weighted mean
         per epoch, ``step_loss``, ...); the model is left in eval mode.
     Raises:
-        TypeError, ValueError: :func:`~course_pkg.checks.check_training`; bf16 off CUDA.
+        TypeError, ValueError: num_epochs, lr or grad_clip; bf16 off CUDA.
     """
-    check_training(num_epochs, lr, grad_clip)
+    _check_training(num_epochs, lr, grad_clip)
     pad, device = _pad_and_device(model, tgt_vocab_or_pad, device, bf16)
     model.to(device)
     if optimizer is None:
@@ -325,3 +325,20 @@ def train_seq2seq(
         num_tokens += epoch_tokens
         epoch_loss.append(loss_sum / max(epoch_tokens, 1))
     return training_record(model, start, epoch_loss, step_loss, num_tokens)
+
+
+def _check_training(num_epochs: Any, lr: Any, grad_clip: Any = None) -> None:
+    """A training loop's num_epochs (an int >= 0), learning rate and
+    gradient clip (None, or a finite number > 0).
+
+    Raises:
+        TypeError: if num_epochs is not an int, or lr or grad_clip is not a
+            number.
+        ValueError: if num_epochs < 0, or lr or grad_clip is not finite > 0.
+    """
+    check_int("num_epochs", num_epochs)
+    if num_epochs < 0:
+        raise ValueError(f"num_epochs must be >= 0, got {num_epochs}")
+    check_positive_number("lr", lr)
+    if grad_clip is not None:
+        check_positive_number("grad_clip", grad_clip)
