@@ -55,6 +55,7 @@ from course_pkg.models import (
     gpt,
     gpt2,
     hf_weights,
+    llama,
     luong,
     nadaraya_watson,
     seq2seq,
@@ -66,7 +67,10 @@ from course_pkg.nn import (
     blocks,
     grouped_query,
     modern_blocks,
+    moe,
     positional,
+    relative_position,
+    rope_scaling,
     rotary,
     sliding_window,
 )
@@ -615,6 +619,57 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
     "models.gpt.generate": lambda: dict(
         model=_gpt(), prompt=_ids(), max_new_tokens=2
     ),
+    "models.llama.LlamaAttention.forward": lambda: dict(
+        QKV, valid_lens=_lens(4, 2)
+    ),
+    "models.llama.LlamaAttention.cache": lambda: dict(
+        keys=_float(2, 4, 8), values=_float(2, 4, 8)
+    ),
+    "models.llama.LlamaAttention.attend": lambda: dict(
+        queries=_float(2, 3, 8),
+        cache=INSTANCES["models.llama.LlamaAttention"]().cache(
+            _float(2, 4, 8), _float(2, 4, 8)
+        ),
+        valid_lens=_lens(4, 2),
+    ),
+    "models.llama.LlamaBlock.forward": lambda: dict(X=_float(2, 3, 8)),
+    "models.llama.Llama.forward": lambda: dict(X=_ids()),
+    "models.llama.Llama.forward_with_cache": lambda: dict(X=_ids()),
+    "models.llama.llama_to_hf": lambda: dict(
+        state_dict=INSTANCES["models.llama.Llama"]().state_dict(), num_heads=2
+    ),
+    "models.llama.llama_from_hf": lambda: dict(
+        state_dict=llama.llama_to_hf(
+            INSTANCES["models.llama.Llama"]().state_dict(), num_heads=2
+        ),
+        num_heads=2,
+    ),
+    "nn.moe.MoEFeedForward.forward": lambda: dict(X=_float(2, 3, 8)),
+    "nn.moe.MoEFeedForward.route": lambda: dict(X=_float(2, 3, 8)),
+    "nn.moe.load_balancing_loss": lambda: dict(
+        router_logits=_float(6, 4), num_experts=4, top_k=2
+    ),
+    "nn.moe.moe_to_hf": lambda: dict(
+        state_dict=moe.MoEFeedForward(8, 6, 4, 2).state_dict(), layout="fused"
+    ),
+    "nn.moe.moe_from_hf": lambda: dict(
+        state_dict=moe.moe_to_hf(moe.MoEFeedForward(8, 6, 4, 2).state_dict())
+    ),
+    "nn.relative_position.relative_position_bucket": lambda: dict(
+        relative_position=torch.arange(-4, 4),
+        bidirectional=True,
+        num_buckets=8,
+        max_distance=20,
+    ),
+    "nn.relative_position.RelativePositionBias.forward": lambda: dict(
+        num_queries=3, num_keys=5
+    ),
+    "nn.rope_scaling.Llama3RotaryEmbedding.forward": lambda: dict(
+        X=_float(2, 2, 3, 4)
+    ),
+    "nn.rope_scaling.Llama3RotaryEmbedding.angles": lambda: dict(
+        positions=torch.arange(5), dtype=torch.float64
+    ),
     "models.variant_gpt.VariantBlock.forward": lambda: dict(X=_float(2, 3, 8)),
     "models.variant_gpt.VariantGPT.forward": lambda: dict(X=_ids()),
     "models.variant_gpt.VariantGPT.kv_cache_numel": lambda: dict(
@@ -984,6 +1039,29 @@ INSTANCES: dict[str, Callable[[], Any]] = {
     "models.nadaraya_watson.NWKernelRegression": lambda: (
         nadaraya_watson.NWKernelRegression()
     ),
+    "models.llama.Llama": lambda: llama.Llama(
+        vocab_size=11,
+        num_hiddens=8,
+        ffn_num_hiddens=16,
+        num_heads=2,
+        num_blks=2,
+        num_kv_heads=1,
+        max_len=16,
+        qk_norm=True,
+    ),
+    "models.llama.LlamaAttention": lambda: llama.LlamaAttention(
+        num_hiddens=8, num_heads=2, num_kv_heads=1, qk_norm=True
+    ),
+    "models.llama.LlamaBlock": lambda: llama.LlamaBlock(
+        num_hiddens=8, ffn_num_hiddens=16, num_heads=2, num_kv_heads=1
+    ),
+    "nn.moe.MoEFeedForward": lambda: moe.MoEFeedForward(8, 16, 4, 2),
+    "nn.relative_position.RelativePositionBias": lambda: (
+        relative_position.RelativePositionBias(2, 8, 20)
+    ),
+    "nn.rope_scaling.Llama3RotaryEmbedding": lambda: (
+        rope_scaling.Llama3RotaryEmbedding(4, original_max_len=4)
+    ),
     "models.variant_gpt.VariantGPT": lambda: variant_gpt.VariantGPT(
         11, 8, 16, 2, 1, 0.0, max_len=16
     ),
@@ -1256,6 +1334,21 @@ ACCEPTED: dict[tuple[str, str, str], str] = {
         "a float tensor",
     ): POSITIONS,
     ("nn.rotary.RotaryEmbedding.angles", "positions", "uint8 ids"): POSITIONS,
+    (
+        "nn.rope_scaling.Llama3RotaryEmbedding.angles",
+        "positions",
+        "a float tensor",
+    ): POSITIONS,
+    (
+        "nn.rope_scaling.Llama3RotaryEmbedding.angles",
+        "positions",
+        "uint8 ids",
+    ): POSITIONS,
+    (
+        "nn.rope_scaling.Llama3RotaryEmbedding.angles",
+        "positions",
+        "int16 ids",
+    ): POSITIONS,
     ("nn.rotary.RotaryEmbedding.angles", "positions", "int16 ids"): POSITIONS,
     (
         "models.bert.mean_over_valid",

@@ -17,7 +17,7 @@ from torch import nn
 
 import course_pkg
 from course_pkg.experiments import toy_tasks
-from course_pkg.models import bert, encoder_decoder, gpt, seq2seq
+from course_pkg.models import bert, encoder_decoder, gpt, llama, seq2seq
 from course_pkg.models.gpt2 import GPT2, GPT2Block
 from course_pkg.models.luong import LuongAttentionDecoder
 from course_pkg.models.nadaraya_watson import NWKernelRegression
@@ -30,6 +30,9 @@ from course_pkg.models.variant_gpt import VariantBlock, VariantGPT
 from course_pkg.nn import blocks, modern_blocks, positional, scoring
 from course_pkg.nn.attention import MultiHeadAttention
 from course_pkg.nn.grouped_query import GroupedQueryAttention
+from course_pkg.nn.moe import MoEFeedForward
+from course_pkg.nn.relative_position import RelativePositionBias
+from course_pkg.nn.rope_scaling import Llama3RotaryEmbedding
 from course_pkg.nn.rotary import RotaryEmbedding
 
 ABSTRACT = {
@@ -229,6 +232,34 @@ FORWARDS = {
     VariantGPT: lambda d: VariantGPT(
         11, 8, 16, 4, 2, 0.1, num_kv_heads=2, norm="rms", placement="pre"
     ).to(d)(_tokens(d)),
+    llama.Llama: lambda d: llama.Llama(
+        vocab_size=11,
+        num_hiddens=8,
+        ffn_num_hiddens=16,
+        num_heads=2,
+        num_blks=2,
+        num_kv_heads=1,
+        rope_type="llama3",
+        rope_original_max_len=4,
+        qk_norm=True,
+        sliding_window=3,
+    ).to(d)(_tokens(d, steps=7)),
+    llama.LlamaBlock: lambda d: llama.LlamaBlock(8, 16, 2, 1, qk_norm=True).to(
+        d
+    )(_x(d, 2, 5, 8))[0],
+    llama.LlamaAttention: lambda d: llama.LlamaAttention(
+        8, 2, 1, qk_norm=True, sliding_window=2
+    ).to(d)(_x(d, 2, 5, 8), _x(d, 2, 5, 8), _x(d, 2, 5, 8), causal=True),
+    llama._HeadNormLinear: lambda d: llama._HeadNormLinear(8, 2, 4, 1e-6).to(
+        d
+    )(_x(d, 2, 5, 8)),
+    Llama3RotaryEmbedding: lambda d: Llama3RotaryEmbedding(
+        4, original_max_len=4
+    ).to(d)(_x(d, 2, 2, 5, 4)),
+    MoEFeedForward: lambda d: MoEFeedForward(8, 16, 4, 2).to(d)(
+        _x(d, 2, 5, 8)
+    ),
+    RelativePositionBias: lambda d: RelativePositionBias(2, 8, 20).to(d)(3, 5),
     VariantBlock: lambda d: VariantBlock(
         8, 16, 4, 0.1, num_kv_heads=1, ffn="swiglu"
     ).to(d)(_x(d, 2, 5, 8))[0],

@@ -3,6 +3,7 @@
 ``encoder_decoder`` (the interface of the translation models), ``seq2seq`` (GRU
 encoder-decoder, Bahdanau decoder), ``luong``, ``nadaraya_watson`` (attention
 pooling), ``transformer``, ``bert``, ``gpt``, ``gpt2`` (GPT-2 as published),
-``variant_gpt`` (a GPT with options), ``hf_weights`` (to and from Hugging Face
+``variant_gpt`` (a GPT with options), ``llama`` (Llama 3, Qwen3 and Mistral from
+the course's pieces), ``hf_weights`` (GPT-2 and BERT to and from Hugging Face
 state dicts).
 """

@@ -4,7 +4,10 @@
 dot-product and Luong scores), ``attention`` (multi-head attention, its key/value
 cache), ``grouped_query`` (grouped-query attention), ``positional`` (sinusoidal and
 learned encodings), ``rotary`` (RoPE), ``position_scaling`` (ALiBi, position
-interpolation, NTK-aware RoPE), ``sliding_window`` (the window mask, the rolling
-cache), ``gru`` (the GRU layer), ``blocks`` (FFN, AddNorm, the encoder and decoder
-blocks, the token embedding), ``modern_blocks`` (RMSNorm, SwiGLU, pre-norm blocks).
+interpolation, NTK-aware RoPE), ``rope_scaling`` (Llama 3's RoPE scaling),
+``relative_position`` (T5's relative position bias), ``sliding_window`` (the
+window mask, the rolling cache), ``gru`` (the GRU layer), ``blocks`` (FFN,
+AddNorm, the encoder and decoder blocks, the token embedding), ``modern_blocks``
+(RMSNorm, SwiGLU, pre-norm blocks), ``moe`` (the mixture-of-experts feed-forward
+layer).
 """

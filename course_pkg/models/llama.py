@@ -1,0 +1,672 @@
+"""Llama: the decoder-only model of open LLMs, built from the course's pieces.
+
+Chapter: "Attention at scale". A Llama (Touvron et al. 2023) is the
+course's pre-norm GPT (:class:`course_pkg.models.variant_gpt.VariantGPT`
+with ``placement="pre"``) with RMSNorm
+(:class:`course_pkg.nn.modern_blocks.RMSNorm`), a SwiGLU FFN
+(:class:`course_pkg.nn.modern_blocks.SwiGLUFFN`), grouped-query attention
+(:class:`course_pkg.nn.grouped_query.GroupedQueryAttention`) whose queries and
+keys are rotated by RoPE (:class:`course_pkg.nn.rotary.RotaryEmbedding`), no
+position table, no biases, and an output layer that is not the token
+embedding. Three options give its relatives:
+
+- ``rope_type="llama3"``: Llama 3.1's frequency scaling
+  (:class:`course_pkg.nn.rope_scaling.Llama3RotaryEmbedding`);
+- ``qk_norm=True``: Qwen3's RMSNorm over each head's queries and keys,
+  before the rotation;
+- ``sliding_window=w``: Mistral's band, every query seeing its w latest
+  positions (:func:`course_pkg.nn.sliding_window.sliding_window_attention`).
+
+:func:`llama_from_hf` and :func:`llama_to_hf` convert the plain state dicts of
+Hugging Face's ``LlamaForCausalLM``, ``Qwen3ForCausalLM`` and
+``MistralForCausalLM`` (the package never imports ``transformers``). One
+difference is not in the names: Hugging Face rotates the two halves of a
+head (feature i with feature i + d/2, ``rotate_half``), the course
+interleaved pairs (feature 2i with 2i + 1). The converters permute the rows
+of the query and key projections within each head (and the QK-norm gains)
+so that our pair i holds their features (i, i + d/2): the inverse of the
+permutation Hugging Face applies to Meta's checkpoints. The scores are
+unchanged, since queries and keys are permuted alike. The permutation needs
+the head width, which is not in the weights: the converters take num_heads.
+Models whose head_dim is not D / H (Qwen3's published ones, whose head_dim
+is 128) do not fit: the course's attention has d = D / H.
+
+Shape letters (see the package docstring): ``B`` batch, ``Q`` positions fed
+in one call, ``t`` positions fed so far, ``D`` width, ``H`` heads, ``G``
+key/value heads, ``d`` = D / H, ``F`` FFN width, ``V`` vocabulary size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import torch
+from torch import nn
+
+from course_pkg.checks import (
+    check_block_sizes,
+    check_nonnegative_number,
+    check_positive_int,
+    check_probability,
+    check_stack_args,
+)
+from course_pkg.models.hf_weights import (
+    StateDict,
+    _check_all_used,
+    _check_state_dict,
+    _count_blocks,
+    _take,
+)
+from course_pkg.models.variant_gpt import VariantBlock, VariantGPT
+from course_pkg.nn.attention import KVCache
+from course_pkg.nn.grouped_query import GroupedQueryAttention
+from course_pkg.nn.modern_blocks import RMSNorm
+from course_pkg.nn.rope_scaling import Llama3RotaryEmbedding, _check_llama3
+from course_pkg.nn.rotary import RotaryEmbedding
+from course_pkg.nn.sliding_window import sliding_window_attention
+
+ROPE_TYPES = ("default", "llama3")
+
+
+class _HeadNormLinear(nn.Linear):
+    """A bias-free projection to num_heads * d features, then RMSNorm over
+    each head's d features (Qwen3's q_norm / k_norm): (..., in_features) ->
+    (..., num_heads * d). Its input is checked by the attention layer that
+    calls it."""
+
+    def __init__(
+        self, in_features: int, num_heads: int, head_width: int, eps: float
+    ):
+        super().__init__(in_features, num_heads * head_width, bias=False)
+        self.head_width = head_width
+        self.norm = RMSNorm(head_width, eps)
+
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        heads = super().forward(X).unflatten(-1, (-1, self.head_width))
+        return self.norm(heads).flatten(-2)
+
+
+class LlamaAttention(GroupedQueryAttention):
+    """Grouped-query attention with RoPE and two options: QK-norm and a
+    sliding window.
+
+    A :class:`~course_pkg.nn.grouped_query.GroupedQueryAttention` without
+    biases (``forward``, :meth:`cache`, :meth:`attend` and their checks are
+    its own). With ``qk_norm``, ``W_q`` and ``W_k`` are linear layers
+    followed by an RMSNorm over each head's d outputs (gain ``W_q.norm.weight``
+    (d,)), applied before the rotation. With ``sliding_window=w``, a query
+    sees its w latest positions, itself included; the attention is then
+    always causal, keeps no weights and takes no valid_lens.
+
+    Args:
+        num_hiddens: D, divisible by num_heads, with D / H even.
+        num_heads: H. num_kv_heads: G, dividing H (default H).
+        rotary: the embedding that rotates queries and keys (default plain
+            RoPE of base 10000).
+        qk_norm: Qwen3's RMSNorm of each head's queries and keys.
+        norm_eps: eps of those norms.
+        sliding_window: None, or w >= 1.
+        dropout: on the attention weights; 0 with a window.
+    Raises:
+        TypeError/ValueError: on sizes that do not divide, an odd head
+            width, a negative norm_eps, a window < 1, a window with dropout.
+    """
+
+    def __init__(
+        self,
+        num_hiddens: int,
+        num_heads: int,
+        num_kv_heads: int | None = None,
+        *,
+        rotary: RotaryEmbedding | None = None,
+        qk_norm: bool = False,
+        norm_eps: float = 1e-6,
+        sliding_window: int | None = None,
+        dropout: float = 0.0,
+    ):
+        head_width = _check_attention_options(
+            num_hiddens, num_heads, num_kv_heads, qk_norm, norm_eps,
+            sliding_window, dropout,
+        )  # fmt: skip
+        _check_rotary(rotary, head_width)
+        super().__init__(
+            num_hiddens,
+            num_heads,
+            dropout,
+            False,
+            num_kv_heads=num_kv_heads,
+            rotary=rotary if rotary is not None else True,
+        )
+        if qk_norm:
+            self.W_q = _HeadNormLinear(
+                num_hiddens, num_heads, head_width, norm_eps
+            )
+            self.W_k = _HeadNormLinear(
+                num_hiddens, self.num_kv_heads, head_width, norm_eps
+            )
+        self.qk_norm, self.sliding_window = qk_norm, sliding_window
+
+    def forward(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        valid_lens: torch.Tensor | None = None,
+        *,
+        causal: bool = False,
+        need_weights: bool = True,
+    ) -> torch.Tensor:
+        """As GroupedQueryAttention's (queries (B, Q, D) -> (B, Q, D));
+        with a window, causal must be True and valid_lens None (ValueError)."""
+        self._check_window(valid_lens, causal)
+        return super().forward(
+            queries, keys, values, valid_lens, causal=causal,
+            need_weights=need_weights,
+        )  # fmt: skip
+
+    def attend(
+        self,
+        queries: torch.Tensor,
+        cache: KVCache,
+        valid_lens: torch.Tensor | None = None,
+        *,
+        causal: bool = False,
+        need_weights: bool = True,
+    ) -> torch.Tensor:
+        """As GroupedQueryAttention's (queries (B, Q, D), keys and values
+        (B, G, K, d) -> (B, Q, D)); with a window, causal must be True and
+        valid_lens None (ValueError)."""
+        self._check_window(valid_lens, causal)
+        return super().attend(
+            queries, cache, valid_lens, causal=causal,
+            need_weights=need_weights,
+        )  # fmt: skip
+
+    def _check_window(self, valid_lens: object, causal: object) -> None:
+        if self.sliding_window is None:
+            return
+        if valid_lens is not None or causal is not True:
+            raise ValueError(
+                f"with sliding_window={self.sliding_window} the attention is "
+                "causal and takes no valid_lens: causal must be True and "
+                f"valid_lens None, got causal={causal!r} and valid_lens "
+                f"{'None' if valid_lens is None else 'given'}"
+            )
+
+    def _attend(
+        self,
+        queries: torch.Tensor,
+        cache: KVCache,
+        valid_lens: torch.Tensor | None,
+        causal: bool,
+        need_weights: bool = True,
+    ) -> torch.Tensor:
+        """GroupedQueryAttention's, or with a window the band of
+        :func:`~course_pkg.nn.sliding_window.sliding_window_attention`:
+        queries (B, Q, D), keys and values (B, G, K, d) -> (B, Q, D)."""
+        if self.sliding_window is None:
+            return super()._attend(
+                queries, cache, valid_lens, causal, need_weights
+            )
+        keys, values = cache
+        batch_size, num_queries = queries.shape[:2]
+        heads = self._split_heads(self.W_q(queries))  # (B, H, Q, d)
+        heads = self.rotary(heads, keys.shape[2] - num_queries)
+        heads = sliding_window_attention(
+            heads, keys, values, self.sliding_window
+        )  # (B, H, Q, d)
+        self.attention_weights = None
+        return self.W_o(
+            heads.transpose(1, 2).reshape(
+                batch_size, num_queries, self.num_hiddens
+            )
+        )
+
+
+class LlamaBlock(VariantBlock):
+    """A pre-norm causal block of RMSNorm, :class:`LlamaAttention` and a
+    SwiGLU FFN: X + attention(norm1(X)), then + ffn(norm2(.)).
+
+    A :class:`~course_pkg.models.variant_gpt.VariantBlock` (``norm="rms"``,
+    ``ffn="swiglu"``, ``placement="pre"``, no biases): its cached forward,
+    X (B, Q, D) and the cache of the t - Q positions before -> (B, Q, D) and
+    the cache of t, is the block's. Its norms have eps ``norm_eps`` and its
+    attention is a :class:`LlamaAttention`.
+
+    Args:
+        num_hiddens: D. ffn_num_hiddens: F. num_heads: H.
+        num_kv_heads: G (default H).
+        rotary, qk_norm, norm_eps, sliding_window, dropout: as in
+            :class:`LlamaAttention` (dropout also on each sublayer's output).
+    Raises:
+        TypeError/ValueError: as :class:`LlamaAttention`, or on a bad F.
+    """
+
+    def __init__(
+        self,
+        num_hiddens: int,
+        ffn_num_hiddens: int,
+        num_heads: int,
+        num_kv_heads: int | None = None,
+        *,
+        rotary: RotaryEmbedding | None = None,
+        qk_norm: bool = False,
+        norm_eps: float = 1e-6,
+        sliding_window: int | None = None,
+        dropout: float = 0.0,
+    ):
+        check_positive_int("ffn_num_hiddens", ffn_num_hiddens)
+        head_width = _check_attention_options(
+            num_hiddens, num_heads, num_kv_heads, qk_norm, norm_eps,
+            sliding_window, dropout,
+        )  # fmt: skip
+        _check_rotary(rotary, head_width)
+        super().__init__(
+            num_hiddens, ffn_num_hiddens, num_heads, dropout, False,
+            num_kv_heads=num_kv_heads, norm="rms", ffn="swiglu",
+            placement="pre",
+        )  # fmt: skip
+        self.norm1 = RMSNorm(num_hiddens, norm_eps)
+        self.attention = LlamaAttention(
+            num_hiddens, num_heads, num_kv_heads, rotary=rotary,
+            qk_norm=qk_norm, norm_eps=norm_eps,
+            sliding_window=sliding_window, dropout=dropout,
+        )  # fmt: skip
+        self.norm2 = RMSNorm(num_hiddens, norm_eps)
+
+
+class Llama(VariantGPT):
+    """A decoder-only Llama: token embedding, N :class:`LlamaBlock`, RMSNorm,
+    and an output layer of its own.
+
+    A :class:`~course_pkg.models.variant_gpt.VariantGPT`, so
+    ``forward(X)`` (X (B, T) ids -> (B, T, V) scores),
+    ``forward_with_cache(X, cache)`` and
+    :func:`course_pkg.models.gpt.generate` work as for the course's GPT;
+    the token embeddings are not scaled (``embedding_scale`` 1), there is
+    no position table (RoPE inside the attention), and ``dense`` is
+    ``Sequential(RMSNorm(D), Linear(D, V, bias=False))``.
+
+    Args:
+        vocab_size: V. num_hiddens: D. ffn_num_hiddens: F.
+        num_heads: H, dividing D with D / H even. num_blks: N.
+        num_kv_heads: G, dividing H (default H).
+        max_len: longest sequence accepted.
+        dropout: on attention weights and sublayer outputs (0 in the
+            published models; must be 0 with a sliding window).
+        rope_base: RoPE's base (Llama 2: 10000, Llama 3: 500000).
+        rope_type: "default" (plain RoPE) or "llama3" (Llama 3.1's scaling,
+            with rope_factor, rope_low_freq_factor, rope_high_freq_factor and
+            rope_original_max_len: see
+            :func:`course_pkg.nn.rope_scaling.llama3_inverse_frequency`).
+        qk_norm: Qwen3's RMSNorm of each head's queries and keys.
+        sliding_window: None, or Mistral's window w >= 1.
+        norm_eps: eps of every RMSNorm (Hugging Face's ``rms_norm_eps``).
+    Raises:
+        TypeError/ValueError: naming the argument, before anything is built.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_hiddens: int,
+        ffn_num_hiddens: int,
+        num_heads: int,
+        num_blks: int,
+        num_kv_heads: int | None = None,
+        max_len: int = 1000,
+        dropout: float = 0.0,
+        *,
+        rope_base: float = 10000.0,
+        rope_type: str = "default",
+        rope_factor: float = 8.0,
+        rope_low_freq_factor: float = 1.0,
+        rope_high_freq_factor: float = 4.0,
+        rope_original_max_len: int = 8192,
+        qk_norm: bool = False,
+        sliding_window: int | None = None,
+        norm_eps: float = 1e-6,
+    ):
+        check_stack_args(
+            vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks,
+            max_len, dropout=dropout,
+        )  # fmt: skip
+        head_width = _check_attention_options(
+            num_hiddens, num_heads, num_kv_heads, qk_norm, norm_eps,
+            sliding_window, dropout,
+        )  # fmt: skip
+        if not isinstance(rope_type, str):
+            raise TypeError(
+                f"rope_type must be a str, got {type(rope_type).__name__}"
+            )
+        if rope_type not in ROPE_TYPES:
+            raise ValueError(
+                f"rope_type must be one of {ROPE_TYPES}, got {rope_type!r}"
+            )
+        rotary = _checked_rotary(head_width, rope_base)
+        try:  # checked whatever rope_type is: a bad value is a bad call
+            _check_llama3(
+                head_width, rope_base, rope_factor, rope_low_freq_factor,
+                rope_high_freq_factor, rope_original_max_len,
+            )  # fmt: skip
+        except (TypeError, ValueError) as error:  # name our argument
+            raise type(error)(f"rope_{error}") from None
+        if rope_type == "llama3":
+            rotary = Llama3RotaryEmbedding(
+                head_width, rope_base, factor=rope_factor,
+                low_freq_factor=rope_low_freq_factor,
+                high_freq_factor=rope_high_freq_factor,
+                original_max_len=rope_original_max_len,
+            )  # fmt: skip
+        super().__init__(
+            vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks,
+            dropout, max_len, positional="none", use_bias=False,
+            num_kv_heads=num_kv_heads, norm="rms", ffn="swiglu",
+            placement="pre",
+        )  # fmt: skip
+        self.blks = nn.ModuleList(
+            LlamaBlock(
+                num_hiddens,
+                ffn_num_hiddens,
+                num_heads,
+                num_kv_heads,
+                rotary=rotary,
+                qk_norm=qk_norm,
+                norm_eps=norm_eps,
+                sliding_window=sliding_window,
+                dropout=dropout,
+            )  # fmt: skip
+            for _ in range(num_blks)
+        )
+        self.dense = nn.Sequential(
+            RMSNorm(num_hiddens, norm_eps),
+            nn.Linear(num_hiddens, vocab_size, bias=False),
+        )
+        self.embedding_scale = 1.0
+        self.rope_type, self.qk_norm = rope_type, qk_norm
+        self.sliding_window = sliding_window
+
+    def _check_input(
+        self,
+        X: torch.Tensor,
+        cache: list[KVCache] | None,
+        valid_lens: torch.Tensor | None,
+    ) -> int:
+        """The GPT's checks; with a window, valid_lens must be None."""
+        if self.sliding_window is not None and valid_lens is not None:
+            raise ValueError(
+                f"valid_lens must be None with sliding_window="
+                f"{self.sliding_window} (the windowed attention takes no "
+                "lengths)"
+            )
+        return super()._check_input(X, cache, valid_lens)
+
+
+def _check_rotary(rotary: object, head_width: int) -> None:
+    """None or a RotaryEmbedding of head_width d (TypeError, ValueError)."""
+    if rotary is not None and not isinstance(rotary, RotaryEmbedding):
+        raise TypeError(
+            "rotary must be a RotaryEmbedding or None, "
+            f"got {type(rotary).__name__}"
+        )
+    if rotary is not None and rotary.head_width != head_width:
+        raise ValueError(
+            f"rotary must rotate head_width={head_width} features "
+            f"(num_hiddens / num_heads), got {rotary.head_width}"
+        )
+
+
+def _checked_rotary(head_width: int, base: object) -> RotaryEmbedding:
+    """Plain RoPE of the given base, refused (naming rope_base) if it is not
+    a number > 1."""
+    if isinstance(base, bool) or not isinstance(base, (int, float)):
+        raise TypeError(
+            f"rope_base must be a number > 1, got {type(base).__name__}"
+        )
+    if not 1 < base < float("inf"):
+        raise ValueError(f"rope_base must be a finite number > 1, got {base}")
+    return RotaryEmbedding(head_width, base)
+
+
+def _check_attention_options(
+    num_hiddens: object,
+    num_heads: object,
+    num_kv_heads: object,
+    qk_norm: object,
+    norm_eps: object,
+    sliding_window: object,
+    dropout: object,
+) -> int:
+    """The attention's sizes and options (TypeError, ValueError naming the
+    argument); returns the head width d = D / H."""
+    check_block_sizes(num_hiddens, None, num_heads, dropout, num_kv_heads)
+    head_width = num_hiddens // num_heads
+    if head_width % 2:
+        raise ValueError(
+            f"num_hiddens / num_heads must be even (RoPE rotates pairs), got "
+            f"num_hiddens={num_hiddens}, num_heads={num_heads}"
+        )
+    if not isinstance(qk_norm, bool):
+        raise TypeError(
+            f"qk_norm must be a bool, got {type(qk_norm).__name__}"
+        )
+    check_nonnegative_number("norm_eps", norm_eps)
+    if sliding_window is not None:
+        check_positive_int("sliding_window", sliding_window)
+        check_probability("dropout", dropout)
+        if dropout:
+            raise ValueError(
+                f"dropout must be 0 with a sliding_window, got {dropout}"
+            )
+    return head_width
+
+
+# --------------------------------------------------------------- converters
+
+# A block's layers: (ours under blks.{i}., Hugging Face's under
+# model.layers.{i}.). The q/k projections and norms are permuted.
+_BLOCK_LAYERS = (
+    ("norm1", "input_layernorm"),
+    ("attention.W_q", "self_attn.q_proj"),
+    ("attention.W_k", "self_attn.k_proj"),
+    ("attention.W_v", "self_attn.v_proj"),
+    ("attention.W_o", "self_attn.o_proj"),
+    ("attention.W_q.norm", "self_attn.q_norm"),
+    ("attention.W_k.norm", "self_attn.k_norm"),
+    ("norm2", "post_attention_layernorm"),
+    ("ffn.gate", "mlp.gate_proj"),
+    ("ffn.up", "mlp.up_proj"),
+    ("ffn.down", "mlp.down_proj"),
+)
+_PERMUTED = ("attention.W_q", "attention.W_k")
+_NORMS = ("attention.W_q.norm", "attention.W_k.norm")
+
+
+def _pairs(num_blks: int, qk_norm: bool) -> list[tuple[str, str]]:
+    """(our name, Hugging Face's name) of every weight."""
+    pairs = [("embedding.weight", "model.embed_tokens.weight")]
+    for i in range(num_blks):
+        for ours, theirs in _BLOCK_LAYERS:
+            if ours in _NORMS and not qk_norm:
+                continue
+            pairs.append(
+                (
+                    f"blks.{i}.{ours}.weight",
+                    f"model.layers.{i}.{theirs}.weight",
+                )
+            )
+    pairs += [
+        ("dense.0.weight", "model.norm.weight"),
+        ("dense.1.weight", "lm_head.weight"),
+    ]
+    return pairs
+
+
+def _halves_to_pairs(weight: torch.Tensor, head_width: int) -> torch.Tensor:
+    """Rows (or entries) of each head from Hugging Face's order (feature i
+    pairs with i + d/2) to ours (feature 2i with 2i + 1): (n d, ...) ->
+    (n d, ...)."""
+    rest = weight.shape[1:]
+    heads = weight.reshape(-1, 2, head_width // 2, *rest)
+    return heads.transpose(1, 2).reshape(weight.shape).contiguous()
+
+
+def _pairs_to_halves(weight: torch.Tensor, head_width: int) -> torch.Tensor:
+    """The inverse of :func:`_halves_to_pairs`."""
+    rest = weight.shape[1:]
+    heads = weight.reshape(-1, head_width // 2, 2, *rest)
+    return heads.transpose(1, 2).reshape(weight.shape).contiguous()
+
+
+def llama_from_hf(
+    state_dict: Mapping[str, torch.Tensor], num_heads: int
+) -> StateDict:
+    """A :class:`Llama` state dict from Hugging Face's.
+
+    Args:
+        state_dict: ``LlamaForCausalLM``, ``Qwen3ForCausalLM`` (with
+            ``q_norm``/``k_norm``) or ``MistralForCausalLM``
+            ``.state_dict()``, with head_dim = D / H and no biases.
+        num_heads: H (not in the weights; it fixes the head width d = D / H
+            the rotation's permutation needs).
+    Returns:
+        {name: tensor} for ``Llama.load_state_dict``; the query and key
+        projections (and QK-norm gains) permuted within each head from
+        ``rotate_half``'s order to the course's pairs.
+    Raises:
+        TypeError: if state_dict is not a mapping of str to tensors, or
+            num_heads not an int.
+        ValueError: naming a missing, left-over or misshapen tensor, or a
+            num_heads that does not fit the weights.
+    """
+    theirs = _check_state_dict("state_dict", state_dict)
+    num_blks = _count_blocks(
+        theirs, r"model\.layers\.(\d+)\.input_layernorm\.weight"
+    )
+    qk_norm = "model.layers.0.self_attn.q_norm.weight" in theirs
+    pairs = _pairs(num_blks, qk_norm)
+    sizes = _sizes(theirs, num_heads, "model.embed_tokens.weight",
+                   "model.layers.0.self_attn.k_proj.weight",
+                   "model.layers.0.mlp.gate_proj.weight")  # fmt: skip
+    _check_shapes(theirs, pairs, sizes, ours=False)
+    return _renamed(theirs, pairs, _halves_to_pairs, sizes["d"], forward=True)
+
+
+def llama_to_hf(
+    state_dict: Mapping[str, torch.Tensor], num_heads: int
+) -> StateDict:
+    """Hugging Face's ``LlamaForCausalLM`` (``Qwen3ForCausalLM`` with
+    QK-norm, ``MistralForCausalLM``) state dict from a :class:`Llama`'s:
+    the inverse of :func:`llama_from_hf`, with its refusals.
+
+    Args:
+        state_dict: ``Llama.state_dict()``. num_heads: H.
+    Returns:
+        {name: tensor} for ``load_state_dict`` of Hugging Face's model.
+    """
+    ours = _check_state_dict("state_dict", state_dict)
+    num_blks = _count_blocks(ours, r"blks\.(\d+)\.norm1\.weight")
+    qk_norm = "blks.0.attention.W_q.norm.weight" in ours
+    pairs = _pairs(num_blks, qk_norm)
+    sizes = _sizes(ours, num_heads, "embedding.weight",
+                   "blks.0.attention.W_k.weight",
+                   "blks.0.ffn.gate.weight")  # fmt: skip
+    _check_shapes(ours, pairs, sizes, ours=True)
+    return _renamed(ours, pairs, _pairs_to_halves, sizes["d"], forward=False)
+
+
+def _renamed(
+    source: StateDict,
+    pairs: list[tuple[str, str]],
+    permute: Callable[[torch.Tensor, int], torch.Tensor],
+    head_width: int,
+    forward: bool,
+) -> StateDict:
+    """Every tensor of source under its other name ((ours, theirs) pairs;
+    theirs -> ours when forward), the rotated projections permuted within
+    each head; a left-over tensor is refused."""
+    result: StateDict = {}
+    used: set[str] = set()
+    for our_name, their_name in pairs:
+        tensor = _take(source, their_name if forward else our_name, used)
+        layer = our_name.split(".", 2)[-1].removesuffix(".weight")
+        if layer in _PERMUTED or layer in _NORMS:
+            tensor = permute(tensor, head_width)
+        result[our_name if forward else their_name] = tensor
+    _check_all_used(source, used)
+    return result
+
+
+def _sizes(
+    state: StateDict,
+    num_heads: object,
+    embedding: str,
+    key_projection: str,
+    gate: str,
+) -> dict[str, int]:
+    """V, D, H, G, d and F from num_heads and three anchor tensors
+    (ValueError naming one that is missing or does not fit)."""
+    check_positive_int("num_heads", num_heads)
+    for name, rank in ((embedding, 2), (key_projection, 2), (gate, 2)):
+        if name not in state:
+            raise ValueError(f"state_dict has no tensor {name!r}")
+        if state[name].dim() != rank:
+            raise ValueError(
+                f"state_dict[{name!r}] must have {rank} dimensions, got "
+                f"shape {tuple(state[name].shape)}"
+            )
+    vocab_size, width = state[embedding].shape
+    if width % num_heads or (width // num_heads) % 2:
+        raise ValueError(
+            f"num_heads={num_heads} must divide the width D={width} into "
+            "heads of even width"
+        )
+    head_width = width // num_heads
+    kv_rows = state[key_projection].shape[0]
+    if kv_rows % head_width or num_heads % max(kv_rows // head_width, 1):
+        raise ValueError(
+            f"state_dict[{key_projection!r}] must have G * d rows with "
+            f"d={head_width} and G dividing num_heads={num_heads}, got "
+            f"{kv_rows}"
+        )
+    return {
+        "V": vocab_size, "D": width, "H": num_heads,
+        "G": kv_rows // head_width, "d": head_width,
+        "F": state[gate].shape[0],
+    }  # fmt: skip
+
+
+def _check_shapes(
+    state: StateDict,
+    pairs: list[tuple[str, str]],
+    sizes: dict[str, int],
+    *,
+    ours: bool,
+) -> None:
+    """Refuse a tensor whose shape does not fit the sizes (ValueError
+    naming it); missing tensors are left to ``_take``."""
+    V, D, F = sizes["V"], sizes["D"], sizes["F"]
+    q_rows, kv_rows = sizes["H"] * sizes["d"], sizes["G"] * sizes["d"]
+    by_layer = {
+        "embedding": (V, D), "norm1": (D,), "norm2": (D,),
+        "attention.W_q": (q_rows, D), "attention.W_k": (kv_rows, D),
+        "attention.W_v": (kv_rows, D), "attention.W_o": (D, q_rows),
+        "attention.W_q.norm": (sizes["d"],),
+        "attention.W_k.norm": (sizes["d"],),
+        "ffn.gate": (F, D), "ffn.up": (F, D), "ffn.down": (D, F),
+        "dense.0": (D,), "dense.1": (V, D),
+    }  # fmt: skip
+    for our_name, their_name in pairs:
+        name = our_name if ours else their_name
+        if name not in state:
+            continue
+        layer = our_name.removesuffix(".weight")
+        if layer.startswith("blks."):
+            layer = layer.split(".", 2)[-1]
+        want = by_layer[layer]
+        got = tuple(state[name].shape)
+        if got != want:
+            raise ValueError(
+                f"state_dict[{name!r}] must have shape {want} (V={V}, D={D}, "
+                f"H={sizes['H']}, G={sizes['G']}, F={F}), got {got}"
+            )
