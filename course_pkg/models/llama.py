@@ -91,7 +91,7 @@ class LlamaAttention(GroupedQueryAttention):
     sliding window.
 
     A :class:`~course_pkg.nn.grouped_query.GroupedQueryAttention` without
-    biases (``forward``, :meth:`cache`, :meth:`attend` and their checks are
+    biases (``forward``, ``cache``, ``attend`` and their checks are
     its own). With ``qk_norm``, ``W_q`` and ``W_k`` are linear layers
     followed by an RMSNorm over each head's d outputs (gain ``W_q.norm.weight``
     (d,)), applied before the rotation. With ``sliding_window=w``, a query
