@@ -24,7 +24,7 @@ from course_pkg.checks import (
     check_positive_int,
     check_same_float_dtype,
 )
-from course_pkg.nn.masks import hide_unseen
+from course_pkg.nn.masks import _hide_unseen
 
 
 def _check_blockwise(
@@ -136,8 +136,8 @@ def blockwise_attention(
             # Keys no query may see (padding) never reach the output, even
             # NaN or inf ones (0 * NaN is NaN).
             block_seen = seen[..., start:end]
-            block_keys = hide_unseen(block_keys, block_seen)
-            block_values = hide_unseen(block_values, block_seen)
+            block_keys = _hide_unseen(block_keys, block_seen)
+            block_values = _hide_unseen(block_values, block_seen)
         # (B, H, Q, block): the only score matrix, one block wide.
         scores = queries @ block_keys.transpose(2, 3) * scale
         mask = _block_mask(start, end, lens, last_seen, queries.device)

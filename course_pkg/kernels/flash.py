@@ -48,7 +48,7 @@ from course_pkg.checks import (
     check_sizes,
     check_tensor,
 )
-from course_pkg.nn.masks import hide_unseen
+from course_pkg.nn.masks import _hide_unseen
 
 # ------------------------------------------------------------- counting bytes
 
@@ -523,7 +523,7 @@ def _hide_padding(
         lens = torch.minimum(lens, last + (num_keys - num_queries + 1))
     positions = torch.arange(num_keys, device=keys.device)
     seen = (positions < lens.amax(-1, keepdim=True))[:, None]  # (B, 1, K)
-    return hide_unseen(keys, seen), hide_unseen(values, seen)
+    return _hide_unseen(keys, seen), _hide_unseen(values, seen)
 
 
 def _lengths(
