@@ -129,7 +129,7 @@ def train_run(V, train, windows, settings, args, device, on_eval=None):
     model = GPT2(
         V, args.width, args.heads, args.blocks, args.context, args.dropout
     ).to(device)
-    model.need_weights = False  # training never reads the weights
+    model.need_weights = False  # no weights read: fused path, evaluation too
     record = pretrain_lm(
         model,
         train,

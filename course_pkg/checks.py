@@ -649,11 +649,13 @@ def check_block_sizes(
     num_heads: Any,
     dropout: Any,
     num_kv_heads: Any = None,
+    head_width: Any = None,
 ) -> None:
     """A block's or a layer's widths, checked before any layer is built (so
     a refused call draws no random weights): ints >= 1 (ffn_num_hiddens may
-    be None for a block without FFN), num_hiddens divisible by num_heads,
-    num_heads by num_kv_heads (when given), dropout in [0, 1).
+    be None for a block without FFN), num_hiddens divisible by num_heads
+    unless a head_width is given, num_heads by num_kv_heads (when given),
+    dropout in [0, 1).
 
     Raises:
         TypeError: naming a size that is not an int, or dropout.
@@ -663,7 +665,9 @@ def check_block_sizes(
     if ffn_num_hiddens is not None:
         check_sizes(ffn_num_hiddens=ffn_num_hiddens)
     check_probability("dropout", dropout)
-    if num_hiddens % num_heads:
+    if head_width is not None:
+        check_sizes(head_width=head_width)
+    elif num_hiddens % num_heads:
         raise ValueError(
             f"num_hiddens={num_hiddens} must be divisible by "
             f"num_heads={num_heads}"

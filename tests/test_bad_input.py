@@ -52,6 +52,8 @@ from course_pkg.experiments import toy_tasks
 from course_pkg.inference import kv_memory, paged_cache
 from course_pkg.models import (
     bert,
+    deepseek,
+    gemma,
     gpt,
     gpt2,
     hf_weights,
@@ -66,6 +68,7 @@ from course_pkg.nn import (
     attention,
     blocks,
     grouped_query,
+    latent_attention,
     modern_blocks,
     moe,
     positional,
@@ -316,6 +319,9 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
         cache=attention.KVCache(_float(2, 4, 8), _float(2, 4, 8)),
         valid_lens=_lens(4, 2),
     ),
+    "nn.attention.resolve_need_weights": lambda: dict(
+        model=_gpt(), need_weights=None
+    ),
     "nn.attention.copy_weights_from_torch": lambda: dict(
         ours=attention.MultiHeadAttention(8, 2, bias=True),
         theirs=nn.MultiheadAttention(8, 2, batch_first=True),
@@ -416,6 +422,7 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
     ),
     "nn.modern_blocks.RMSNorm.forward": lambda: dict(X=_float(2, 3, 8)),
     "nn.modern_blocks.SwiGLUFFN.forward": lambda: dict(X=_float(2, 3, 8)),
+    "nn.modern_blocks.GeGLUFFN.forward": lambda: dict(X=_float(2, 3, 8)),
     "nn.modern_blocks.check_block_options": lambda: dict(
         norm="layer", ffn="relu"
     ),
@@ -643,6 +650,50 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
             INSTANCES["models.llama.Llama"]().state_dict(), num_heads=2
         ),
         num_heads=2,
+    ),
+    "models.gemma.GemmaBlock.forward": lambda: dict(X=_float(2, 3, 8)),
+    "models.gemma.Gemma3.forward": lambda: dict(X=_ids()),
+    "models.gemma.Gemma3.forward_with_cache": lambda: dict(X=_ids()),
+    "models.gemma.gemma_to_hf": lambda: dict(
+        state_dict=INSTANCES["models.gemma.Gemma3"]().state_dict(),
+        num_heads=2,
+        query_pre_attn_scalar=4.0,
+    ),
+    "models.gemma.gemma_from_hf": lambda: dict(
+        state_dict=gemma.gemma_to_hf(
+            INSTANCES["models.gemma.Gemma3"]().state_dict(), num_heads=2
+        ),
+        num_heads=2,
+        query_pre_attn_scalar=4.0,
+    ),
+    "nn.latent_attention.MultiHeadLatentAttention.forward": lambda: dict(
+        X=_float(2, 3, 8)
+    ),
+    "nn.latent_attention.MultiHeadLatentAttention.cache": lambda: dict(
+        X=_float(2, 3, 8)
+    ),
+    "nn.latent_attention.MultiHeadLatentAttention.attend": lambda: dict(
+        X=_float(2, 3, 8),
+        cache=INSTANCES[
+            "nn.latent_attention.MultiHeadLatentAttention"
+        ]().cache(_float(2, 3, 8)),
+    ),
+    "nn.moe.DeepSeekMoE.forward": lambda: dict(X=_float(2, 3, 8)),
+    "models.deepseek.DeepSeekBlock": lambda: dict(
+        num_hiddens=8,
+        attention=INSTANCES["nn.latent_attention.MultiHeadLatentAttention"](),
+        ffn=modern_blocks.SwiGLUFFN(16, 8),
+    ),
+    "models.deepseek.DeepSeekBlock.forward": lambda: dict(X=_float(2, 3, 8)),
+    "models.deepseek.DeepSeekV3.forward": lambda: dict(X=_ids()),
+    "models.deepseek.DeepSeekV3.forward_with_cache": lambda: dict(X=_ids()),
+    "models.deepseek.deepseek_to_hf": lambda: dict(
+        state_dict=INSTANCES["models.deepseek.DeepSeekV3"]().state_dict()
+    ),
+    "models.deepseek.deepseek_from_hf": lambda: dict(
+        state_dict=deepseek.deepseek_to_hf(
+            INSTANCES["models.deepseek.DeepSeekV3"]().state_dict()
+        )
     ),
     "nn.moe.MoEFeedForward.forward": lambda: dict(X=_float(2, 3, 8)),
     "nn.moe.MoEFeedForward.route": lambda: dict(X=_float(2, 3, 8)),
@@ -1055,6 +1106,48 @@ INSTANCES: dict[str, Callable[[], Any]] = {
     "models.llama.LlamaBlock": lambda: llama.LlamaBlock(
         num_hiddens=8, ffn_num_hiddens=16, num_heads=2, num_kv_heads=1
     ),
+    "models.gemma.Gemma3": lambda: gemma.Gemma3(
+        vocab_size=11,
+        num_hiddens=8,
+        ffn_num_hiddens=16,
+        num_heads=2,
+        num_blks=2,
+        num_kv_heads=1,
+        max_len=16,
+        head_width=6,
+        sliding_window=3,
+        global_every=2,
+    ),
+    "models.gemma.GemmaBlock": lambda: gemma.GemmaBlock(
+        num_hiddens=8, ffn_num_hiddens=16, num_heads=2, num_kv_heads=1
+    ),
+    "nn.latent_attention.MultiHeadLatentAttention": lambda: (
+        latent_attention.MultiHeadLatentAttention(
+            8, 2, 4, nope_width=2, rope_width=2, value_width=3, q_rank=5
+        )
+    ),
+    "nn.moe.DeepSeekMoE": lambda: moe.DeepSeekMoE(8, 4, 4, 2, num_groups=2),
+    "models.deepseek.DeepSeekBlock": lambda: deepseek.DeepSeekBlock(
+        8,
+        INSTANCES["nn.latent_attention.MultiHeadLatentAttention"](),
+        modern_blocks.SwiGLUFFN(16, 8),
+    ),
+    "models.deepseek.DeepSeekV3": lambda: deepseek.DeepSeekV3(
+        11,
+        8,
+        16,
+        2,
+        2,
+        16,
+        kv_rank=4,
+        nope_width=2,
+        rope_width=2,
+        value_width=3,
+        expert_width=4,
+        num_experts=4,
+        top_k=2,
+        num_groups=2,
+    ),  # fmt: skip
     "nn.moe.MoEFeedForward": lambda: moe.MoEFeedForward(8, 16, 4, 2),
     "nn.relative_position.RelativePositionBias": lambda: (
         relative_position.RelativePositionBias(2, 8, 20)
@@ -1072,6 +1165,7 @@ INSTANCES: dict[str, Callable[[], Any]] = {
         modern_blocks.PreNormEncoderBlock(8, 16, 2, 0.0)
     ),
     "nn.modern_blocks.SwiGLUFFN": lambda: modern_blocks.SwiGLUFFN(16, 8),
+    "nn.modern_blocks.GeGLUFFN": lambda: modern_blocks.GeGLUFFN(16, 8),
     "nn.modern_blocks.RMSNorm": lambda: modern_blocks.RMSNorm(8),
     "nn.rotary.RotaryEmbedding": lambda: rotary.RotaryEmbedding(4),
     "nn.positional.PositionalEncoding": lambda: positional.PositionalEncoding(
@@ -1326,6 +1420,11 @@ ACCEPTED: dict[tuple[str, str, str], str] = {
         "warmup_steps",
         "a zero size",
     ): NO_WARMUP,
+    (
+        "models.deepseek.DeepSeekV3",
+        "num_dense",
+        "a zero size",
+    ): "no dense block: every block has experts (documented)",
     ("nn.attention.transpose_qkv", "X", "an integer tensor"): SPLIT,
     ("nn.attention.transpose_output", "X", "an integer tensor"): SPLIT,
     (

@@ -387,6 +387,44 @@ def test_gqa_matches_sdpa_enable_gqa(num_kv_heads, causal):
     assert gqa.attention_weights.shape == (3, 8, 7, 9)
 
 
+@pytest.mark.parametrize("head_width", [3, 8, 12])
+@pytest.mark.parametrize("num_kv_heads", [1, 2, 4])
+def test_gqa_heads_need_not_be_as_wide_as_the_model(head_width, num_kv_heads):
+    # Gemma and Qwen3: H d != D. W_q (D -> H d), W_k and W_v (D -> G d),
+    # W_o (H d -> D); the attention between them is SDPA's with enable_gqa.
+    torch.manual_seed(head_width)
+    gqa = GroupedQueryAttention(
+        20, 4, num_kv_heads=num_kv_heads, head_width=head_width
+    ).double()
+    assert gqa.W_q.weight.shape == (4 * head_width, 20)
+    assert gqa.W_k.weight.shape == (num_kv_heads * head_width, 20)
+    assert gqa.W_o.weight.shape == (20, 4 * head_width)
+    queries, keys = (
+        torch.randn(2, 5, 20, dtype=F64),
+        torch.randn(2, 7, 20, dtype=F64),
+    )
+    ours = gqa(queries, keys, keys, causal=True)
+    heads = F.scaled_dot_product_attention(
+        _split(gqa.W_q(queries), 4),
+        _split(gqa.W_k(keys), num_kv_heads),
+        _split(gqa.W_v(keys), num_kv_heads),
+        attn_mask=_mask(None, 2, 5, 7, True)[:, None],
+        enable_gqa=True,
+    )  # (B, H, Q, d)
+    theirs = gqa.W_o(heads.transpose(1, 2).reshape(2, 5, 4 * head_width))
+    assert ours.shape == (2, 5, 20)
+    assert (ours - theirs).abs().max() <= 1e-12
+    assert gqa.kv_cache_numel(2, 7) == 2 * 2 * 7 * num_kv_heads * head_width
+
+
+def test_gqa_without_a_head_width_still_needs_heads_that_divide_the_width():
+    with pytest.raises(ValueError, match="divisible"):
+        GroupedQueryAttention(20, 3)
+    with pytest.raises(ValueError, match="head_width"):
+        GroupedQueryAttention(20, 3, head_width=0)
+    assert GroupedQueryAttention(20, 3, head_width=4).W_q.out_features == 12
+
+
 @pytest.mark.usefixtures("float64")
 @pytest.mark.parametrize("causal", [False, True])
 def test_gqa_with_as_many_kv_heads_is_the_courses_multihead_attention(causal):

@@ -17,7 +17,15 @@ from torch import nn
 
 import course_pkg
 from course_pkg.experiments import toy_tasks
-from course_pkg.models import bert, encoder_decoder, gpt, llama, seq2seq
+from course_pkg.models import (
+    bert,
+    deepseek,
+    encoder_decoder,
+    gemma,
+    gpt,
+    llama,
+    seq2seq,
+)
 from course_pkg.models.gpt2 import GPT2, GPT2Block
 from course_pkg.models.luong import LuongAttentionDecoder
 from course_pkg.models.nadaraya_watson import NWKernelRegression
@@ -30,7 +38,8 @@ from course_pkg.models.variant_gpt import VariantBlock, VariantGPT
 from course_pkg.nn import blocks, modern_blocks, positional, scoring
 from course_pkg.nn.attention import MultiHeadAttention
 from course_pkg.nn.grouped_query import GroupedQueryAttention
-from course_pkg.nn.moe import MoEFeedForward
+from course_pkg.nn.latent_attention import MultiHeadLatentAttention
+from course_pkg.nn.moe import DeepSeekMoE, MoEFeedForward
 from course_pkg.nn.relative_position import RelativePositionBias
 from course_pkg.nn.rope_scaling import Llama3RotaryEmbedding
 from course_pkg.nn.rotary import RotaryEmbedding
@@ -201,6 +210,9 @@ FORWARDS = {
     modern_blocks.SwiGLUFFN: lambda d: modern_blocks.SwiGLUFFN(16, 8).to(d)(
         _x(d, 2, 5, 8)
     ),
+    modern_blocks.GeGLUFFN: lambda d: modern_blocks.GeGLUFFN(16, 8).to(d)(
+        _x(d, 2, 5, 8)
+    ),
     modern_blocks.PreNormEncoderBlock: lambda d: (
         modern_blocks.PreNormEncoderBlock(
             8, 16, 4, 0.1, norm="rms", ffn="swiglu", num_kv_heads=2
@@ -244,6 +256,12 @@ FORWARDS = {
         qk_norm=True,
         sliding_window=3,
     ).to(d)(_tokens(d, steps=7)),
+    gemma.Gemma3: lambda d: gemma.Gemma3(
+        11, 8, 16, 2, 3, 1, 16, head_width=6, sliding_window=2, global_every=2
+    ).to(d)(_tokens(d, steps=7)),
+    gemma.GemmaBlock: lambda d: gemma.GemmaBlock(
+        8, 16, 2, 1, head_width=6, sliding_window=3
+    ).to(d)(_x(d, 2, 5, 8))[0],
     llama.LlamaBlock: lambda d: llama.LlamaBlock(8, 16, 2, 1, qk_norm=True).to(
         d
     )(_x(d, 2, 5, 8))[0],
@@ -256,6 +274,35 @@ FORWARDS = {
     Llama3RotaryEmbedding: lambda d: Llama3RotaryEmbedding(
         4, original_max_len=4
     ).to(d)(_x(d, 2, 2, 5, 4)),
+    MultiHeadLatentAttention: lambda d: MultiHeadLatentAttention(
+        8, 2, 4, nope_width=2, rope_width=2, value_width=3, q_rank=5
+    ).to(d)(_x(d, 2, 5, 8), absorb=True),
+    DeepSeekMoE: lambda d: DeepSeekMoE(8, 4, 4, 2, num_groups=2).to(d)(
+        _x(d, 2, 5, 8)
+    ),
+    deepseek.DeepSeekBlock: lambda d: deepseek.DeepSeekBlock(
+        8,
+        MultiHeadLatentAttention(
+            8, 2, 4, nope_width=2, rope_width=2, value_width=3
+        ),
+        DeepSeekMoE(8, 4, 4, 2),
+    ).to(d)(_x(d, 2, 5, 8))[0],
+    deepseek.DeepSeekV3: lambda d: deepseek.DeepSeekV3(
+        11,
+        8,
+        16,
+        2,
+        2,
+        16,
+        kv_rank=4,
+        nope_width=2,
+        rope_width=2,
+        value_width=3,
+        expert_width=4,
+        num_experts=4,
+        top_k=2,
+        num_groups=2,
+    ).to(d)(_tokens(d, steps=7)),  # fmt: skip
     MoEFeedForward: lambda d: MoEFeedForward(8, 16, 4, 2).to(d)(
         _x(d, 2, 5, 8)
     ),

@@ -1,5 +1,7 @@
 """course_pkg.models.llama against Hugging Face's LlamaForCausalLM (Llama 3 RoPE scaling),
-Qwen3ForCausalLM (QK-norm) and MistralForCausalLM (sliding window), with converted weights.
+Qwen3ForCausalLM (QK-norm, and heads of their own width), MistralForCausalLM (sliding
+window), MixtralForCausalLM and Qwen3MoeForCausalLM (experts in every block; the router's
+logits compared too), with converted weights.
 
 Peers nobody here wrote. They are built from tiny random configs (V 50, D 32, 4 heads, 2 KV
 heads, 2 blocks; never from_pretrained), their weights redrawn larger than their 0.02
@@ -25,8 +27,12 @@ from transformers import (
     LlamaForCausalLM,
     MistralConfig,
     MistralForCausalLM,
+    MixtralConfig,
+    MixtralForCausalLM,
     Qwen3Config,
     Qwen3ForCausalLM,
+    Qwen3MoeConfig,
+    Qwen3MoeForCausalLM,
 )
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
@@ -42,6 +48,8 @@ from course_pkg.nn.rope_scaling import (
     Llama3RotaryEmbedding,
     llama3_inverse_frequency,
 )
+from tests import hf_peers
+from tests.hf_peers import redraw
 
 V, D, F, H, G, N = 50, 32, 64, 4, 2, 2
 MAX_LEN = 128
@@ -66,12 +74,14 @@ FREQUENCY_BOUND = 5e-7
 KINDS = ("llama3", "qwen3", "mistral")
 
 
-def hf_model(kind: str, seed: int = 0) -> torch.nn.Module:
+def hf_model(
+    kind: str, seed: int = 0, head_dim: int = D // H
+) -> torch.nn.Module:
     """Hugging Face's model of that kind, float64, eval, weights redrawn from seed."""
     common = dict(
         vocab_size=V, hidden_size=D, intermediate_size=F, num_attention_heads=H,
         num_key_value_heads=G, num_hidden_layers=N, max_position_embeddings=MAX_LEN,
-        rms_norm_eps=EPS, tie_word_embeddings=False, head_dim=D // H,
+        rms_norm_eps=EPS, tie_word_embeddings=False, head_dim=head_dim,
         bos_token_id=None, eos_token_id=None, pad_token_id=None,
     )  # fmt: skip
     plain = {"rope_type": "default", "rope_theta": 10000.0}
@@ -89,18 +99,7 @@ def hf_model(kind: str, seed: int = 0) -> torch.nn.Module:
         )
         model = MistralForCausalLM(config)
     model.config._attn_implementation = "sdpa"
-    model = model.to(torch.float64).eval()
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for _, parameter in sorted(model.named_parameters()):
-            noise = torch.randn(
-                parameter.shape, generator=generator, dtype=torch.float64
-            )
-            # norms' gains around 1, matrices of std 0.2
-            parameter.copy_(
-                1 + 0.2 * noise if parameter.dim() == 1 else 0.2 * noise
-            )
-    return model
+    return redraw(model.to(torch.float64).eval(), seed)
 
 
 def our_model(kind: str, **change) -> Llama:
@@ -149,7 +148,7 @@ def in_float64(model: torch.nn.Module) -> torch.nn.Module:
         if type(module).__name__.endswith("RMSNorm"):
             module.forward = types.MethodType(norm, module)
     rotary = model.model.rotary_emb
-    d = D // H
+    d = model.config.head_dim
     if model.config.rope_parameters["rope_type"] == "llama3":
         frequency = llama3_inverse_frequency(
             d, 10000.0, original_max_len=ORIGINAL, **LLAMA3
@@ -163,8 +162,7 @@ def in_float64(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def tokens(batch: int = 2, length: int = T, seed: int = 1) -> torch.Tensor:
-    generator = torch.Generator().manual_seed(seed)
-    return torch.randint(0, V, (batch, length), generator=generator)
+    return hf_peers.tokens(V, batch, length, seed)
 
 
 def loaded(kind: str, theirs: torch.nn.Module, **change) -> Llama:
@@ -186,6 +184,7 @@ def logit_difference(kind: str, exact: bool = False, **change) -> float:
     return (got - expected).abs().max().item()
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("kind", KINDS)
 def test_logits_equal_hugging_face(kind):
     assert logit_difference(kind) <= PARITY_BOUND
@@ -194,6 +193,27 @@ def test_logits_equal_hugging_face(kind):
 @pytest.mark.parametrize("kind", KINDS)
 def test_logits_equal_hugging_face_in_float64_throughout(kind):
     assert logit_difference(kind, exact=True) <= EXACT_BOUND
+
+
+def test_qwen3_heads_of_their_own_width_equal_hugging_face():
+    # Qwen3's published models have head_dim 128 whatever D / H is (0.6B: D 1024, 16 heads
+    # of 128): here heads of 12 in a model of D / H = 8, so H d = 48 != D = 32.
+    theirs = in_float64(hf_model("qwen3", head_dim=12))
+    ours = Llama(V, D, F, H, N, G, max_len=MAX_LEN, qk_norm=True, norm_eps=EPS,
+                 head_width=12).to(torch.float64).eval()  # fmt: skip
+    state = llama_from_hf(theirs.state_dict(), num_heads=H)
+    ours.load_state_dict(state)
+    assert ours.blks[0].attention.W_q.weight.shape == (H * 12, D)
+    assert ours.blks[0].attention.W_o.weight.shape == (D, H * 12)
+    X = tokens()
+    with torch.no_grad():
+        assert (ours(X) - theirs(X).logits).abs().max() <= EXACT_BOUND
+    back = llama_to_hf(ours.state_dict(), num_heads=H)
+    for name, tensor in theirs.state_dict().items():
+        assert torch.equal(back[name], tensor), name
+    # the head width comes from the query projection's H d rows and num_heads
+    with pytest.raises(ValueError, match="even width"):
+        llama_from_hf(theirs.state_dict(), num_heads=5)
 
 
 def test_llama3_frequencies_equal_hugging_face():
@@ -432,3 +452,162 @@ def test_windowed_attention_is_causal_only():
         attention(X, X, X)
     with pytest.raises(ValueError, match="valid_lens"):
         attention(X, X, X, torch.tensor([5, 3]), causal=True)
+
+
+# ----------------------------------------------------------------------------- mixtures of experts
+
+E, K = 4, 2  # experts, experts a token
+MOE_KINDS = ("mixtral", "qwen3_moe")
+# measured max |ours - theirs| over the logits as they run (float32 norms, RoPE and router
+# softmax inside theirs; the same on the default and AVX2 paths and on 2 threads); bound
+# ~10x. The wrong variants give 2.4 to 4.2. With their float32
+# steps in float64 (router_in_float64): logits 7.5e-15, router logits 4.2e-15 (EXACT_BOUND).
+MOE_PARITY_MEASURED = {"mixtral": 3.5e-6, "qwen3_moe": 1.8e-6}
+MOE_PARITY_BOUND = 4e-5
+
+
+def hf_moe(kind: str, seed: int = 0) -> torch.nn.Module:
+    """Hugging Face's Mixtral or Qwen3-MoE (Qwen3's QK-norm, gates not renormalised),
+    experts in every block, float64, eval, weights redrawn from seed."""
+    common = dict(
+        vocab_size=V, hidden_size=D, intermediate_size=F, num_attention_heads=H,
+        num_key_value_heads=G, num_hidden_layers=N, max_position_embeddings=MAX_LEN,
+        rms_norm_eps=EPS, tie_word_embeddings=False, head_dim=D // H,
+        bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        num_experts_per_tok=K, experts_implementation="eager",
+    )  # fmt: skip
+    if kind == "mixtral":
+        config = MixtralConfig(
+            **common, num_local_experts=E, sliding_window=None
+        )
+        model = MixtralForCausalLM(config)
+    else:
+        config = Qwen3MoeConfig(
+            **common, num_experts=E, moe_intermediate_size=F,
+            norm_topk_prob=False, decoder_sparse_step=1, mlp_only_layers=[],
+        )  # fmt: skip
+        model = Qwen3MoeForCausalLM(config)
+    model.config._attn_implementation = "sdpa"
+    return redraw(model.to(torch.float64).eval(), seed)
+
+
+def our_moe(kind: str, **change) -> Llama:
+    options = dict(
+        qk_norm=kind == "qwen3_moe", norm_eps=EPS, num_experts=E, top_k=K,
+        norm_topk_prob=kind == "mixtral",
+    )  # fmt: skip
+    options.update(change)
+    return (
+        Llama(V, D, F, H, N, G, max_len=MAX_LEN, **options)
+        .to(torch.float64)
+        .eval()
+    )
+
+
+def router_in_float64(model: torch.nn.Module) -> torch.nn.Module:
+    """in_float64, and their routers' softmax (float32 in theirs) in float64."""
+
+    def route(self, hidden):
+        logits = torch.nn.functional.linear(
+            hidden.reshape(-1, self.hidden_dim), self.weight
+        )
+        gates, chosen = logits.softmax(-1).topk(self.top_k, dim=-1)
+        if getattr(
+            self, "norm_topk_prob", True
+        ):  # Mixtral always renormalises
+            gates = gates / gates.sum(-1, keepdim=True)
+        return logits, gates, chosen
+
+    for module in model.modules():
+        if type(module).__name__.endswith("TopKRouter"):
+            module.forward = types.MethodType(route, module)
+    return in_float64(model)
+
+
+def moe_differences(
+    kind: str, exact: bool = False, **change
+) -> tuple[float, float]:
+    """Max |ours - theirs| over the logits, and over every block's router logits."""
+    theirs = router_in_float64(hf_moe(kind)) if exact else hf_moe(kind)
+    ours = our_moe(kind, **change)
+    ours.load_state_dict(llama_from_hf(theirs.state_dict(), num_heads=H))
+    X = tokens()
+    with torch.no_grad():
+        expected = theirs(X, output_router_logits=True)
+        got = ours(X)
+    routers = max(
+        (a - b).abs().max().item()
+        for a, b in zip(
+            ours.router_logits, expected.router_logits, strict=True
+        )
+    )
+    return (got - expected.logits).abs().max().item(), routers
+
+
+@pytest.mark.numerics
+@pytest.mark.parametrize("kind", MOE_KINDS)
+def test_moe_logits_equal_hugging_face(kind):
+    logits, _ = moe_differences(kind)
+    assert logits <= MOE_PARITY_BOUND
+
+
+@pytest.mark.parametrize("kind", MOE_KINDS)
+def test_moe_logits_and_router_logits_equal_hugging_face_in_float64(kind):
+    logits, routers = moe_differences(kind, exact=True)
+    assert logits <= EXACT_BOUND
+    assert routers <= EXACT_BOUND
+
+
+@pytest.mark.parametrize(
+    ("kind", "wrong"),
+    [
+        ("mixtral", dict(top_k=1)),  # one expert a token instead of two
+        ("qwen3_moe", dict(top_k=1)),
+        ("mixtral", dict(norm_topk_prob=False)),  # gates not renormalised
+        ("qwen3_moe", dict(norm_topk_prob=True)),
+    ],
+)
+def test_moe_wrong_variants_miss_the_bound(kind, wrong):
+    logits, _ = moe_differences(kind, **wrong)
+    assert logits > 100 * MOE_PARITY_BOUND
+
+
+@pytest.mark.parametrize("kind", MOE_KINDS)
+def test_moe_round_trip_is_exact_and_loads_into_hugging_face(kind):
+    theirs = hf_moe(kind)
+    state = theirs.state_dict()
+    back = llama_to_hf(llama_from_hf(state, num_heads=H), num_heads=H)
+    assert back.keys() == state.keys()
+    assert all(torch.equal(back[name], state[name]) for name in state)
+    ours = our_moe(kind)
+    theirs.load_state_dict(llama_to_hf(ours.state_dict(), num_heads=H))
+    X = tokens()
+    with torch.no_grad():
+        assert (ours(X) - theirs(X).logits).abs().max() <= MOE_PARITY_BOUND
+
+
+@pytest.mark.parametrize("kind", MOE_KINDS)
+def test_moe_greedy_generation_equals_hugging_face(kind):
+    theirs = hf_moe(kind)
+    ours = our_moe(kind)
+    ours.load_state_dict(llama_from_hf(theirs.state_dict(), num_heads=H))
+    prompt = tokens(length=20)
+    with torch.no_grad():
+        expected = theirs.generate(prompt, max_new_tokens=30, do_sample=False)
+    got = generate(ours, prompt, 30, top_k=1)
+    assert torch.equal(got, expected)
+
+
+def test_moe_model_on_meta_and_its_refusals():
+    with torch.device("meta"):
+        model = Llama(V, 8, 16, 2, 2, 1, num_experts=3, top_k=2)
+        model(torch.zeros(2, 5, dtype=torch.long)).sum().backward()
+    assert all(p.grad is not None for p in model.parameters())
+    assert len(model.router_logits) == 2
+    with pytest.raises(ValueError, match="top_k"):
+        Llama(V, D, F, H, N, G, num_experts=2, top_k=3)
+    with pytest.raises(TypeError, match="norm_topk_prob"):
+        Llama(V, D, F, H, N, G, num_experts=2, norm_topk_prob=1)
+    with pytest.raises(ValueError, match="ffn must be 'swiglu'"):
+        LlamaBlock(D, F, H, G, ffn="geglu", num_experts=2)

@@ -39,6 +39,7 @@ from course_pkg.checks import (
     check_token_ids,
     check_valid_lens,
 )
+from course_pkg.nn.attention import resolve_need_weights
 from course_pkg.nn.blocks import (
     TransformerEncoderBlock,
     init_normal,
@@ -122,6 +123,9 @@ class BERTEncoder(nn.Module):
     Attributes:
         token_embedding (V, D), segment_embedding (2, D), pos_embedding (1,
             max_len, D); blks: :class:`TransformerEncoderBlock` s (biases on).
+        need_weights: False: the fused path unless told (the chapters read
+            no BERT weights); None keeps them in eval mode, as the other
+            models do (:func:`course_pkg.nn.attention.resolve_need_weights`).
     """
 
     def __init__(
@@ -150,6 +154,7 @@ class BERTEncoder(nn.Module):
             )
             for _ in range(num_blks)
         )
+        self.need_weights: bool | None = False
 
     def forward(
         self,
@@ -157,7 +162,7 @@ class BERTEncoder(nn.Module):
         segments: torch.Tensor,
         valid_lens: torch.Tensor | None = None,
         *,
-        need_weights: bool = False,
+        need_weights: bool | None = None,
     ) -> torch.Tensor:
         """Contextual vectors (B, T, D) of every position.
 
@@ -165,13 +170,15 @@ class BERTEncoder(nn.Module):
             tokens: (B, T) ids in [0, V). segments: (B, T) ids in {0, 1}.
             valid_lens: None or (B,) numbers of real tokens; padded keys are
                 masked, so padded tokens never change a real position.
-            need_weights: keep each block's attention weights (explicit
-                path) or not (fused path, the default, faster).
+            need_weights: keep each block's attention weights (True,
+                explicit path) or not (False, fused, faster); None: the
+                model's ``need_weights`` attribute.
         Raises:
             TypeError, ValueError: naming the argument (a wrong dtype or
                 shape, ids out of range, T > max_len).
         """
         _check_bert_input(tokens, segments, valid_lens, self)
+        need_weights = resolve_need_weights(self, need_weights)
         X = self.token_embedding(tokens) + self.segment_embedding(segments)
         X = X + self.pos_embedding[:, : tokens.shape[1]]
         X = self.dropout(self.embedding_norm(X))

@@ -23,6 +23,7 @@ position per block instead of the whole prefix, and gives the same scores.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,7 @@ import torch
 from torch import nn
 
 from course_pkg.checks import (
+    check_callable,
     check_features,
     check_ids,
     check_positive_int,
@@ -37,7 +39,7 @@ from course_pkg.checks import (
     check_token_ids,
     check_valid_lens,
 )
-from course_pkg.nn.attention import KVCache
+from course_pkg.nn.attention import KVCache, resolve_need_weights
 from course_pkg.nn.blocks import EmbeddingStack, TransformerEncoderBlock
 from course_pkg.nn.positional import (
     LearnedPositionalEncoding,
@@ -139,13 +141,21 @@ class GPT(EmbeddingStack):
             learned embedding per position, as in GPT) or "none" (no
             position information at all).
         use_bias: biases in the attention projections.
+        make_block: None (the GPT's :class:`GPTBlock`), or a function of a
+            block's index i that builds block i, for models whose blocks
+            differ (:class:`course_pkg.models.llama.Llama`); it must keep
+            :class:`GPTBlock`'s call, X (B, Q, D) and a cache -> outputs and
+            the cache.
+        make_head: None (``nn.Linear(D, V)``), or a function that builds the
+            output layer, (B, T, D) -> (B, T, V).
     Attributes:
         attention_weights: list, per block, of the (B, H, Q, t) weights of
             the last call (None entries after need_weights=False).
         embedding_scale: what the token embeddings are multiplied by,
             sqrt(D) (GPT-2, :class:`course_pkg.models.gpt2.GPT2`, sets it to 1).
-        need_weights: what :meth:`forward` does when not told; set it to
-            False for training (fused attention, faster).
+        need_weights: what :meth:`forward` does when not told: None (the
+            default) keeps the weights in eval mode only, True or False
+            always (:func:`course_pkg.nn.attention.resolve_need_weights`).
     Raises:
         ValueError: on an unknown positional, or num_hiddens not divisible
             by num_heads.
@@ -163,11 +173,19 @@ class GPT(EmbeddingStack):
         *,
         positional: str = "sinusoidal",
         use_bias: bool = False,
+        make_block: Callable[[int], nn.Module] | None = None,
+        make_head: Callable[[], nn.Module] | None = None,
     ):
         if positional not in POSITIONAL:
             raise ValueError(
                 f"positional must be one of {POSITIONAL}, got {positional!r}"
             )
+        for name, make in (
+            ("make_block", make_block),
+            ("make_head", make_head),
+        ):
+            if make is not None:
+                check_callable(name, make)
         sizes = (vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks)
         super().__init__(sizes, dropout, max_len)
         self.positional = positional
@@ -182,17 +200,21 @@ class GPT(EmbeddingStack):
         else:
             self.pos_encoding = None
             self.dropout = nn.Dropout(dropout)
-        self.blks = nn.ModuleList(
-            GPTBlock(
-                num_hiddens, ffn_num_hiddens, num_heads, dropout, use_bias
-            )
-            for _ in range(num_blks)
-        )
-        self.dense = nn.Linear(num_hiddens, vocab_size)
+        if make_block is None:
+
+            def make_block(i: int) -> nn.Module:
+                return GPTBlock(
+                    num_hiddens, ffn_num_hiddens, num_heads, dropout, use_bias
+                )
+
+        self.blks = nn.ModuleList(make_block(i) for i in range(num_blks))
+        if make_head is None:
+            self.dense = nn.Linear(num_hiddens, vocab_size)
+        else:
+            self.dense = make_head()
         # Scaled up so that the positional signal does not swamp it.
         self.embedding_scale = math.sqrt(num_hiddens)
         self.attention_weights: list[torch.Tensor | None] = [None] * num_blks
-        self.need_weights = True
 
     def forward(
         self,
@@ -208,8 +230,8 @@ class GPT(EmbeddingStack):
             valid_lens: None, or (B,) numbers of real tokens of right-padded
                 rows (the padding is hidden from every position; a real
                 position never sees it anyway, under the causal mask).
-            need_weights: explicit or fused attention; None: the model's
-                ``need_weights`` attribute.
+            need_weights: explicit (True) or fused (False) attention; None:
+                the model's ``need_weights`` attribute.
         Returns:
             (B, T, V) scores; row i depends on X[:, :i + 1] only.
         Raises:
@@ -243,8 +265,7 @@ class GPT(EmbeddingStack):
                 max_len, or valid_lens is not (B,) lengths in [0, t].
         """
         offset = self._check_input(X, cache, valid_lens)  # t - Q
-        if need_weights is None:
-            need_weights = self.need_weights
+        need_weights = resolve_need_weights(self, need_weights)
         X = self.embedding(X) * self.embedding_scale  # (B, Q, D)
         if self.pos_encoding is None:
             X = self.dropout(X)

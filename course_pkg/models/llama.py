@@ -15,11 +15,15 @@ embedding. Three options give its relatives:
 - ``qk_norm=True``: Qwen3's RMSNorm over each head's queries and keys,
   before the rotation;
 - ``sliding_window=w``: Mistral's band, every query seeing its w latest
-  positions (:func:`course_pkg.nn.sliding_window.sliding_window_attention`).
+  positions (:func:`course_pkg.nn.sliding_window.sliding_window_attention`);
+- ``num_experts=E``: every block's FFN a mixture of E SwiGLU experts
+  (:class:`course_pkg.nn.moe.MoEFeedForward`): Mixtral, Qwen3-MoE;
+- ``head_width=d``: heads of their own width, not D / H (Qwen3).
 
 :func:`llama_from_hf` and :func:`llama_to_hf` convert the plain state dicts of
-Hugging Face's ``LlamaForCausalLM``, ``Qwen3ForCausalLM`` and
-``MistralForCausalLM`` (the package never imports ``transformers``). One
+Hugging Face's ``LlamaForCausalLM``, ``Qwen3ForCausalLM``,
+``MistralForCausalLM``, ``MixtralForCausalLM`` and ``Qwen3MoeForCausalLM``
+(the package never imports ``transformers``). One
 difference is not in the names: Hugging Face rotates the two halves of a
 head (feature i with feature i + d/2, ``rotate_half``), the course
 interleaved pairs (feature 2i with 2i + 1). The converters permute the rows
@@ -28,8 +32,8 @@ so that our pair i holds their features (i, i + d/2): the inverse of the
 permutation Hugging Face applies to Meta's checkpoints. The scores are
 unchanged, since queries and keys are permuted alike. The permutation needs
 the head width, which is not in the weights: the converters take num_heads.
-Models whose head_dim is not D / H (Qwen3's published ones, whose head_dim
-is 128) do not fit: the course's attention has d = D / H.
+A head_dim that is not D / H (Qwen3's published models: 128) is the
+``head_width`` option.
 
 Shape letters (see the package docstring): ``B`` batch, ``Q`` positions fed
 in one call, ``t`` positions fed so far, ``D`` width, ``H`` heads, ``G``
@@ -45,10 +49,12 @@ from torch import nn
 
 from course_pkg.checks import (
     check_block_sizes,
+    check_features,
     check_nonnegative_number,
     check_positive_int,
     check_probability,
     check_stack_args,
+    check_tensor,
 )
 from course_pkg.models.hf_weights import (
     StateDict,
@@ -57,15 +63,23 @@ from course_pkg.models.hf_weights import (
     _count_blocks,
     _take,
 )
-from course_pkg.models.variant_gpt import VariantBlock, VariantGPT
+from course_pkg.models.variant_gpt import VariantGPT
 from course_pkg.nn.attention import KVCache
 from course_pkg.nn.grouped_query import GroupedQueryAttention
-from course_pkg.nn.modern_blocks import RMSNorm
+from course_pkg.nn.modern_blocks import GeGLUFFN, RMSNorm, SwiGLUFFN
+from course_pkg.nn.moe import (
+    MoEFeedForward,
+    _check_top_k,
+    moe_from_hf,
+    moe_to_hf,
+)
 from course_pkg.nn.rope_scaling import Llama3RotaryEmbedding, _check_llama3
 from course_pkg.nn.rotary import RotaryEmbedding
 from course_pkg.nn.sliding_window import sliding_window_attention
 
 ROPE_TYPES = ("default", "llama3")
+# The FFN a block may take: name -> class.
+GATED_FFNS = {"swiglu": SwiGLUFFN, "geglu": GeGLUFFN}
 
 
 class _HeadNormLinear(nn.Linear):
@@ -99,8 +113,10 @@ class LlamaAttention(GroupedQueryAttention):
     always causal, keeps no weights and takes no valid_lens.
 
     Args:
-        num_hiddens: D, divisible by num_heads, with D / H even.
+        num_hiddens: D, divisible by num_heads unless head_width is given.
         num_heads: H. num_kv_heads: G, dividing H (default H).
+        head_width: d, even (default D / H, which must then be even); the
+            heads together are H d wide (Qwen3, Gemma: not D).
         rotary: the embedding that rotates queries and keys (default plain
             RoPE of base 10000).
         qk_norm: Qwen3's RMSNorm of each head's queries and keys.
@@ -123,10 +139,11 @@ class LlamaAttention(GroupedQueryAttention):
         norm_eps: float = 1e-6,
         sliding_window: int | None = None,
         dropout: float = 0.0,
+        head_width: int | None = None,
     ):
         head_width = _check_attention_options(
             num_hiddens, num_heads, num_kv_heads, qk_norm, norm_eps,
-            sliding_window, dropout,
+            sliding_window, dropout, head_width,
         )  # fmt: skip
         _check_rotary(rotary, head_width)
         super().__init__(
@@ -136,6 +153,7 @@ class LlamaAttention(GroupedQueryAttention):
             False,
             num_kv_heads=num_kv_heads,
             rotary=rotary if rotary is not None else True,
+            head_width=head_width,
         )
         if qk_norm:
             self.W_q = _HeadNormLinear(
@@ -223,23 +241,30 @@ class LlamaAttention(GroupedQueryAttention):
         )
 
 
-class LlamaBlock(VariantBlock):
+class LlamaBlock(nn.Module):
     """A pre-norm causal block of RMSNorm, :class:`LlamaAttention` and a
-    SwiGLU FFN: X + attention(norm1(X)), then + ffn(norm2(.)).
+    gated FFN: X + attention(norm1(X)), then + ffn(norm2(.)).
 
-    A :class:`~course_pkg.models.variant_gpt.VariantBlock` (``norm="rms"``,
-    ``ffn="swiglu"``, ``placement="pre"``, no biases): its cached forward,
-    X (B, Q, D) and the cache of the t - Q positions before -> (B, Q, D) and
-    the cache of t, is the block's. Its norms have eps ``norm_eps`` and its
-    attention is a :class:`LlamaAttention`.
+    The pre-norm path of :class:`~course_pkg.models.variant_gpt.VariantBlock`
+    (``norm="rms"``, ``ffn="swiglu"``, no biases) with the attention's
+    options, built from its own parts: X (B, Q, D) and the cache of the
+    t - Q positions before -> (B, Q, D) and the cache of t.
 
     Args:
         num_hiddens: D. ffn_num_hiddens: F. num_heads: H.
         num_kv_heads: G (default H).
-        rotary, qk_norm, norm_eps, sliding_window, dropout: as in
-            :class:`LlamaAttention` (dropout also on each sublayer's output).
+        rotary, qk_norm, norm_eps, sliding_window, dropout, head_width: as
+            in :class:`LlamaAttention` (dropout also on each sublayer's
+            output).
+        ffn: "swiglu" (:class:`~course_pkg.nn.modern_blocks.SwiGLUFFN`) or
+            "geglu" (:class:`~course_pkg.nn.modern_blocks.GeGLUFFN`, Gemma).
+        num_experts: None, or E: the FFN is then a mixture of E SwiGLU
+            experts of width F (:class:`~course_pkg.nn.moe.MoEFeedForward`,
+            Mixtral, Qwen3-MoE) with top_k experts a token and the gates
+            renormalised when norm_topk_prob.
     Raises:
-        TypeError/ValueError: as :class:`LlamaAttention`, or on a bad F.
+        TypeError/ValueError: as :class:`LlamaAttention`, or on a bad F,
+            ffn or expert setting.
     """
 
     def __init__(
@@ -254,25 +279,63 @@ class LlamaBlock(VariantBlock):
         norm_eps: float = 1e-6,
         sliding_window: int | None = None,
         dropout: float = 0.0,
+        head_width: int | None = None,
+        ffn: str = "swiglu",
+        num_experts: int | None = None,
+        top_k: int = 2,
+        norm_topk_prob: bool = True,
     ):
         check_positive_int("ffn_num_hiddens", ffn_num_hiddens)
+        if ffn not in GATED_FFNS:
+            raise ValueError(
+                f"ffn must be one of {tuple(GATED_FFNS)}, got {ffn!r}"
+            )
+        _check_experts(ffn, num_experts, top_k, norm_topk_prob)
         head_width = _check_attention_options(
             num_hiddens, num_heads, num_kv_heads, qk_norm, norm_eps,
-            sliding_window, dropout,
+            sliding_window, dropout, head_width,
         )  # fmt: skip
         _check_rotary(rotary, head_width)
-        super().__init__(
-            num_hiddens, ffn_num_hiddens, num_heads, dropout, False,
-            num_kv_heads=num_kv_heads, norm="rms", ffn="swiglu",
-            placement="pre",
-        )  # fmt: skip
+        super().__init__()
+        self.num_hiddens = num_hiddens
         self.norm1 = RMSNorm(num_hiddens, norm_eps)
         self.attention = LlamaAttention(
             num_hiddens, num_heads, num_kv_heads, rotary=rotary,
             qk_norm=qk_norm, norm_eps=norm_eps,
             sliding_window=sliding_window, dropout=dropout,
+            head_width=head_width,
         )  # fmt: skip
         self.norm2 = RMSNorm(num_hiddens, norm_eps)
+        if num_experts is None:
+            self.ffn = GATED_FFNS[ffn](ffn_num_hiddens, num_hiddens)
+        else:
+            self.ffn = MoEFeedForward(
+                num_hiddens, ffn_num_hiddens, num_experts, top_k,
+                norm_topk_prob=norm_topk_prob,
+            )  # fmt: skip
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(
+        self,
+        X: torch.Tensor,
+        cache: KVCache | None = None,
+        valid_lens: torch.Tensor | None = None,
+        *,
+        need_weights: bool = True,
+    ) -> tuple[torch.Tensor, KVCache]:
+        """X (B, Q, D) at the new positions, the cache of those before
+        (keys and values (B, G, t - Q, d)) and valid_lens (None or (B,)) ->
+        (B, Q, D) and the cache of all t; need_weights: keep the attention
+        weights or not. TypeError/ValueError if X is not (B, Q, D)."""
+        check_tensor("X", X, 3, f"(B, Q, {self.num_hiddens})")
+        check_features("X", X, self.num_hiddens, self)
+        normed = self.norm1(X)
+        cache = self.attention.cache(normed, normed, past=cache)
+        attended = self.attention.attend(
+            normed, cache, valid_lens, causal=True, need_weights=need_weights
+        )
+        X = X + self.dropout(attended)
+        return X + self.dropout(self.ffn(self.norm2(X))), cache
 
 
 class Llama(VariantGPT):
@@ -289,7 +352,8 @@ class Llama(VariantGPT):
 
     Args:
         vocab_size: V. num_hiddens: D. ffn_num_hiddens: F.
-        num_heads: H, dividing D with D / H even. num_blks: N.
+        num_heads: H, dividing D (with D / H even unless head_width is
+            given). num_blks: N.
         num_kv_heads: G, dividing H (default H).
         max_len: longest sequence accepted.
         dropout: on attention weights and sublayer outputs (0 in the
@@ -302,6 +366,11 @@ class Llama(VariantGPT):
         qk_norm: Qwen3's RMSNorm of each head's queries and keys.
         sliding_window: None, or Mistral's window w >= 1.
         norm_eps: eps of every RMSNorm (Hugging Face's ``rms_norm_eps``).
+        head_width: d, even (default D / H); Qwen3's published models have
+            d = 128 whatever D / H is.
+        num_experts, top_k, norm_topk_prob: every block's FFN a mixture of
+            experts (Mixtral: 8 experts, 2 a token; Qwen3-MoE: 128 and 8),
+            as in :class:`LlamaBlock`; F is then one expert's width.
     Raises:
         TypeError/ValueError: naming the argument, before anything is built.
     """
@@ -326,6 +395,10 @@ class Llama(VariantGPT):
         qk_norm: bool = False,
         sliding_window: int | None = None,
         norm_eps: float = 1e-6,
+        head_width: int | None = None,
+        num_experts: int | None = None,
+        top_k: int = 2,
+        norm_topk_prob: bool = True,
     ):
         check_stack_args(
             vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks,
@@ -333,8 +406,9 @@ class Llama(VariantGPT):
         )  # fmt: skip
         head_width = _check_attention_options(
             num_hiddens, num_heads, num_kv_heads, qk_norm, norm_eps,
-            sliding_window, dropout,
+            sliding_window, dropout, head_width,
         )  # fmt: skip
+        _check_experts("swiglu", num_experts, top_k, norm_topk_prob)
         if not isinstance(rope_type, str):
             raise TypeError(
                 f"rope_type must be a str, got {type(rope_type).__name__}"
@@ -358,33 +432,42 @@ class Llama(VariantGPT):
                 high_freq_factor=rope_high_freq_factor,
                 original_max_len=rope_original_max_len,
             )  # fmt: skip
+
+        def make_block(i: int) -> LlamaBlock:
+            return LlamaBlock(
+                num_hiddens, ffn_num_hiddens, num_heads, num_kv_heads,
+                rotary=rotary, qk_norm=qk_norm, norm_eps=norm_eps,
+                sliding_window=sliding_window, dropout=dropout,
+                head_width=head_width, num_experts=num_experts, top_k=top_k,
+                norm_topk_prob=norm_topk_prob,
+            )  # fmt: skip
+
+        def make_head() -> nn.Module:
+            return nn.Sequential(
+                RMSNorm(num_hiddens, norm_eps),
+                nn.Linear(num_hiddens, vocab_size, bias=False),
+            )
+
         super().__init__(
             vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks,
             dropout, max_len, positional="none", use_bias=False,
             num_kv_heads=num_kv_heads, norm="rms", ffn="swiglu",
-            placement="pre",
+            placement="pre", make_block=make_block, make_head=make_head,
         )  # fmt: skip
-        self.blks = nn.ModuleList(
-            LlamaBlock(
-                num_hiddens,
-                ffn_num_hiddens,
-                num_heads,
-                num_kv_heads,
-                rotary=rotary,
-                qk_norm=qk_norm,
-                norm_eps=norm_eps,
-                sliding_window=sliding_window,
-                dropout=dropout,
-            )  # fmt: skip
-            for _ in range(num_blks)
-        )
-        self.dense = nn.Sequential(
-            RMSNorm(num_hiddens, norm_eps),
-            nn.Linear(num_hiddens, vocab_size, bias=False),
-        )
         self.embedding_scale = 1.0
         self.rope_type, self.qk_norm = rope_type, qk_norm
         self.sliding_window = sliding_window
+
+    @property
+    def router_logits(self) -> list[torch.Tensor | None]:
+        """Each block's router logits (N, E) of the last forward (None
+        before one; :func:`course_pkg.nn.moe.load_balancing_loss` takes
+        them); empty without experts."""
+        return [
+            blk.ffn.router_logits
+            for blk in self.blks
+            if isinstance(blk.ffn, MoEFeedForward)
+        ]
 
     def _check_input(
         self,
@@ -436,15 +519,23 @@ def _check_attention_options(
     norm_eps: object,
     sliding_window: object,
     dropout: object,
+    head_width: object = None,
 ) -> int:
     """The attention's sizes and options (TypeError, ValueError naming the
-    argument); returns the head width d = D / H."""
-    check_block_sizes(num_hiddens, None, num_heads, dropout, num_kv_heads)
-    head_width = num_hiddens // num_heads
-    if head_width % 2:
+    argument); returns the head width d (head_width, or D / H)."""
+    check_block_sizes(
+        num_hiddens, None, num_heads, dropout, num_kv_heads, head_width
+    )
+    if head_width is None:
+        head_width = num_hiddens // num_heads
+        if head_width % 2:
+            raise ValueError(
+                f"num_hiddens / num_heads must be even (RoPE rotates pairs), "
+                f"got num_hiddens={num_hiddens}, num_heads={num_heads}"
+            )
+    elif head_width % 2:
         raise ValueError(
-            f"num_hiddens / num_heads must be even (RoPE rotates pairs), got "
-            f"num_hiddens={num_hiddens}, num_heads={num_heads}"
+            f"head_width must be even (RoPE rotates pairs), got {head_width}"
         )
     if not isinstance(qk_norm, bool):
         raise TypeError(
@@ -459,6 +550,26 @@ def _check_attention_options(
                 f"dropout must be 0 with a sliding_window, got {dropout}"
             )
     return head_width
+
+
+def _check_experts(
+    ffn: str, num_experts: object, top_k: object, norm_topk_prob: object
+) -> None:
+    """The experts' settings, checked with or without experts (None): top_k
+    an int >= 1 and norm_topk_prob a bool; with E experts, ffn "swiglu" and
+    k <= E (TypeError, ValueError naming the argument)."""
+    if num_experts is None:
+        check_positive_int("top_k", top_k)
+    else:
+        if ffn != "swiglu":
+            raise ValueError(
+                f"ffn must be 'swiglu' with num_experts, got {ffn!r}"
+            )
+        _check_top_k(top_k, num_experts)
+    if not isinstance(norm_topk_prob, bool):
+        raise TypeError(
+            f"norm_topk_prob must be a bool, got {type(norm_topk_prob).__name__}"
+        )
 
 
 # --------------------------------------------------------------- converters
@@ -482,12 +593,17 @@ _PERMUTED = ("attention.W_q", "attention.W_k")
 _NORMS = ("attention.W_q.norm", "attention.W_k.norm")
 
 
-def _pairs(num_blks: int, qk_norm: bool) -> list[tuple[str, str]]:
-    """(our name, Hugging Face's name) of every weight."""
+def _pairs(
+    num_blks: int, qk_norm: bool, experts: bool = False
+) -> list[tuple[str, str]]:
+    """(our name, Hugging Face's name) of every weight; with experts, the
+    FFN's are left to :func:`course_pkg.nn.moe.moe_from_hf`."""
     pairs = [("embedding.weight", "model.embed_tokens.weight")]
     for i in range(num_blks):
         for ours, theirs in _BLOCK_LAYERS:
             if ours in _NORMS and not qk_norm:
+                continue
+            if experts and ours.startswith("ffn."):
                 continue
             pairs.append(
                 (
@@ -525,14 +641,17 @@ def llama_from_hf(
 
     Args:
         state_dict: ``LlamaForCausalLM``, ``Qwen3ForCausalLM`` (with
-            ``q_norm``/``k_norm``) or ``MistralForCausalLM``
-            ``.state_dict()``, with head_dim = D / H and no biases.
-        num_heads: H (not in the weights; it fixes the head width d = D / H
-            the rotation's permutation needs).
+            ``q_norm``/``k_norm``), ``MistralForCausalLM``,
+            ``MixtralForCausalLM`` or ``Qwen3MoeForCausalLM`` (experts in
+            every block) ``.state_dict()``, without biases.
+        num_heads: H (not in the weights; with the query projection's H d
+            rows it gives the head width d the rotation's permutation
+            needs).
     Returns:
         {name: tensor} for ``Llama.load_state_dict``; the query and key
         projections (and QK-norm gains) permuted within each head from
-        ``rotate_half``'s order to the course's pairs.
+        ``rotate_half``'s order to the course's pairs; each block's experts
+        through :func:`course_pkg.nn.moe.moe_from_hf`.
     Raises:
         TypeError: if state_dict is not a mapping of str to tensors, or
             num_heads not an int.
@@ -544,20 +663,31 @@ def llama_from_hf(
         theirs, r"model\.layers\.(\d+)\.input_layernorm\.weight"
     )
     qk_norm = "model.layers.0.self_attn.q_norm.weight" in theirs
-    pairs = _pairs(num_blks, qk_norm)
+    experts = "model.layers.0.mlp.gate.weight" in theirs
+    pairs = _pairs(num_blks, qk_norm, experts)
+    gate = None if experts else "model.layers.0.mlp.gate_proj.weight"
     sizes = _sizes(theirs, num_heads, "model.embed_tokens.weight",
-                   "model.layers.0.self_attn.k_proj.weight",
-                   "model.layers.0.mlp.gate_proj.weight")  # fmt: skip
+                   "model.layers.0.self_attn.q_proj.weight",
+                   "model.layers.0.self_attn.k_proj.weight", gate)  # fmt: skip
     _check_shapes(theirs, pairs, sizes, ours=False)
-    return _renamed(theirs, pairs, _halves_to_pairs, sizes["d"], forward=True)
+    if not experts:
+        return _renamed(theirs, pairs, _halves_to_pairs, sizes["d"], True)
+    rest, parts = _split_blocks(theirs, num_blks, "model.layers.{}.mlp.")
+    result = _renamed(rest, pairs, _halves_to_pairs, sizes["d"], True)
+    for i, part in enumerate(parts):
+        converted = moe_from_hf(part)
+        result.update({f"blks.{i}.ffn.{k}": v for k, v in converted.items()})
+    return result
 
 
 def llama_to_hf(
     state_dict: Mapping[str, torch.Tensor], num_heads: int
 ) -> StateDict:
     """Hugging Face's ``LlamaForCausalLM`` (``Qwen3ForCausalLM`` with
-    QK-norm, ``MistralForCausalLM``) state dict from a :class:`Llama`'s:
-    the inverse of :func:`llama_from_hf`, with its refusals.
+    QK-norm, ``MistralForCausalLM``; with experts ``MixtralForCausalLM`` or
+    ``Qwen3MoeForCausalLM``, in transformers 5's fused layout) state dict
+    from a :class:`Llama`'s: the inverse of :func:`llama_from_hf`, with its
+    refusals.
 
     Args:
         state_dict: ``Llama.state_dict()``. num_heads: H.
@@ -567,12 +697,37 @@ def llama_to_hf(
     ours = _check_state_dict("state_dict", state_dict)
     num_blks = _count_blocks(ours, r"blks\.(\d+)\.norm1\.weight")
     qk_norm = "blks.0.attention.W_q.norm.weight" in ours
-    pairs = _pairs(num_blks, qk_norm)
+    experts = "blks.0.ffn.router.weight" in ours
+    pairs = _pairs(num_blks, qk_norm, experts)
+    gate = None if experts else "blks.0.ffn.gate.weight"
     sizes = _sizes(ours, num_heads, "embedding.weight",
-                   "blks.0.attention.W_k.weight",
-                   "blks.0.ffn.gate.weight")  # fmt: skip
+                   "blks.0.attention.W_q.weight",
+                   "blks.0.attention.W_k.weight", gate)  # fmt: skip
     _check_shapes(ours, pairs, sizes, ours=True)
-    return _renamed(ours, pairs, _pairs_to_halves, sizes["d"], forward=False)
+    if not experts:
+        return _renamed(ours, pairs, _pairs_to_halves, sizes["d"], False)
+    rest, parts = _split_blocks(ours, num_blks, "blks.{}.ffn.")
+    result = _renamed(rest, pairs, _pairs_to_halves, sizes["d"], False)
+    for i, part in enumerate(parts):
+        converted = moe_to_hf(part)
+        result.update(
+            {f"model.layers.{i}.mlp.{k}": v for k, v in converted.items()}
+        )
+    return result
+
+
+def _split_blocks(
+    state: StateDict, num_blks: int, prefix: str
+) -> tuple[StateDict, list[StateDict]]:
+    """The tensors under prefix.format(i) for each block i, without the
+    prefix, and the rest."""
+    rest = dict(state)
+    parts = []
+    for i in range(num_blks):
+        start = prefix.format(i)
+        names = [name for name in rest if name.startswith(start)]
+        parts.append({name[len(start) :]: rest.pop(name) for name in names})
+    return rest, parts
 
 
 def _renamed(
@@ -601,27 +756,31 @@ def _sizes(
     state: StateDict,
     num_heads: object,
     embedding: str,
+    query_projection: str,
     key_projection: str,
-    gate: str,
+    gate: str | None,
 ) -> dict[str, int]:
-    """V, D, H, G, d and F from num_heads and three anchor tensors
-    (ValueError naming one that is missing or does not fit)."""
+    """V, D, H, G, d and F from num_heads and four anchor tensors (F 0
+    without a gate: experts) (ValueError naming one that is missing or does
+    not fit)."""
     check_positive_int("num_heads", num_heads)
-    for name, rank in ((embedding, 2), (key_projection, 2), (gate, 2)):
+    anchors = (embedding, query_projection, key_projection, gate)
+    for name in filter(None, anchors):
         if name not in state:
             raise ValueError(f"state_dict has no tensor {name!r}")
-        if state[name].dim() != rank:
+        if state[name].dim() != 2:
             raise ValueError(
-                f"state_dict[{name!r}] must have {rank} dimensions, got "
+                f"state_dict[{name!r}] must have 2 dimensions, got "
                 f"shape {tuple(state[name].shape)}"
             )
     vocab_size, width = state[embedding].shape
-    if width % num_heads or (width // num_heads) % 2:
+    q_rows = state[query_projection].shape[0]  # H * d
+    if q_rows % num_heads or (q_rows // num_heads) % 2:
         raise ValueError(
-            f"num_heads={num_heads} must divide the width D={width} into "
-            "heads of even width"
+            f"num_heads={num_heads} must divide the {q_rows} rows of "
+            f"state_dict[{query_projection!r}] into heads of even width"
         )
-    head_width = width // num_heads
+    head_width = q_rows // num_heads
     kv_rows = state[key_projection].shape[0]
     if kv_rows % head_width or num_heads % max(kv_rows // head_width, 1):
         raise ValueError(
@@ -632,7 +791,7 @@ def _sizes(
     return {
         "V": vocab_size, "D": width, "H": num_heads,
         "G": kv_rows // head_width, "d": head_width,
-        "F": state[gate].shape[0],
+        "F": 0 if gate is None else state[gate].shape[0],
     }  # fmt: skip
 
 
@@ -649,6 +808,7 @@ def _check_shapes(
     q_rows, kv_rows = sizes["H"] * sizes["d"], sizes["G"] * sizes["d"]
     by_layer = {
         "embedding": (V, D), "norm1": (D,), "norm2": (D,),
+        "post_norm1": (D,), "post_norm2": (D,),  # Gemma's
         "attention.W_q": (q_rows, D), "attention.W_k": (kv_rows, D),
         "attention.W_v": (kv_rows, D), "attention.W_o": (D, q_rows),
         "attention.W_q.norm": (sizes["d"],),

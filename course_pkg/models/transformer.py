@@ -9,11 +9,14 @@ Shape letters (see the package docstring): ``B`` batch, ``T`` source length,
 ``Q`` target positions fed in one call, ``t`` target positions fed so far,
 ``D`` width (``num_hiddens``), ``H`` heads, ``V`` vocabulary size.
 
-Which attention path runs. Every ``forward`` here takes
-``need_weights: bool | None``; None (the default) means "keep the weights
-in eval mode, not in training mode". A training step never reads the
+Which attention path runs: the models' one rule,
+:func:`course_pkg.nn.attention.resolve_need_weights`. Every ``forward`` here
+takes ``need_weights: bool | None``; None (the default) reads the stack's
+``need_weights`` attribute, and that attribute left at None means "keep the
+weights in eval mode, not in training mode". A training step never reads the
 weights, so it takes the fused kernel (faster); decoding and plots run in
-eval mode and get ``attention_weights``. Pass True or False to choose.
+eval mode and get ``attention_weights``. Pass True or False to choose, or set
+``model.need_weights`` (on a :class:`Transformer` it sets both stacks').
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from course_pkg.checks import (
     check_valid_lens,
 )
 from course_pkg.models.encoder_decoder import Decoder, Encoder, EncoderDecoder
+from course_pkg.nn.attention import resolve_need_weights
 from course_pkg.nn.blocks import (
     DecoderState,
     EmbeddingStack,
@@ -65,11 +69,6 @@ class TransformerSettings:
     def as_dict(self) -> dict[str, Any]:
         """The settings as keyword arguments of the classes below."""
         return asdict(self)
-
-
-def _use_weights(module: nn.Module, need_weights: bool | None) -> bool:
-    """The rule of the module docstring: None means "in eval mode"."""
-    return not module.training if need_weights is None else need_weights
 
 
 class TransformerEncoder(EmbeddingStack, Encoder):
@@ -135,7 +134,7 @@ class TransformerEncoder(EmbeddingStack, Encoder):
                 f"got {tuple(X.shape)}"
             )
         check_valid_lens("valid_lens", valid_lens, *X.shape, like=("X", X))
-        need_weights = _use_weights(self, need_weights)
+        need_weights = resolve_need_weights(self, need_weights)
         # The embedding is scaled up so that the positional signal (values
         # in [-1, 1]) does not swamp it.
         embedded = self.embedding(X) * math.sqrt(self.num_hiddens)
@@ -291,7 +290,7 @@ class TransformerDecoder(EmbeddingStack, Decoder):
         if tgt_valid_lens is not None:
             # Only the t = offset + Q positions fed so far exist as keys.
             tgt_valid_lens = tgt_valid_lens.clamp(max=num_seen)
-        need_weights = _use_weights(self, need_weights)
+        need_weights = resolve_need_weights(self, need_weights)
         embedded = self.embedding(X) * math.sqrt(self.num_hiddens)
         X = self.pos_encoding(embedded, state.offset)  # (B, Q, D)
         for blk in self.blks:
@@ -360,6 +359,15 @@ class Transformer(EncoderDecoder):
         self.settings = settings
         if share_embeddings:
             self.decoder.dense.weight = self.decoder.embedding.weight
+
+    @property
+    def need_weights(self) -> bool | None:
+        """The stacks' ``need_weights`` (None: the weights in eval mode)."""
+        return self.encoder.need_weights
+
+    @need_weights.setter
+    def need_weights(self, value: bool | None) -> None:
+        self.encoder.need_weights = self.decoder.need_weights = value
 
     @classmethod
     def from_settings(

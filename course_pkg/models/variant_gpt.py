@@ -30,6 +30,7 @@ key/value heads, ``d`` = D / H, ``V`` vocabulary size.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,8 +117,8 @@ class VariantBlock(PreNormEncoderBlock):
             cache: None, or the cache of the t - Q positions before (keys and
                 values (B, G, t - Q, d)).
             valid_lens: None, or (B,) numbers of real positions among the t.
-            need_weights: accepted for the GPT's contract; the grouped-query
-                attention always keeps its weights.
+            need_weights: keep the attention weights (True) or not; the
+                grouped-query attention has one path either way.
         Returns:
             (B, Q, D) outputs and the cache extended by the new positions
             (keys and values (B, G, t, d)).
@@ -131,12 +132,18 @@ class VariantBlock(PreNormEncoderBlock):
             normed = self.norm1(X)
             cache = self.attention.cache(normed, normed, past=cache)
             attended = self.attention.attend(
-                normed, cache, valid_lens, causal=True
+                normed,
+                cache,
+                valid_lens,
+                causal=True,
+                need_weights=need_weights,
             )
             X = X + self.dropout(attended)
             return X + self.dropout(self.ffn(self.norm2(X))), cache
         cache = self.attention.cache(X, X, past=cache)
-        attended = self.attention.attend(X, cache, valid_lens, causal=True)
+        attended = self.attention.attend(
+            X, cache, valid_lens, causal=True, need_weights=need_weights
+        )
         X = self.norm1(X + self.dropout(attended))
         return self.norm2(X + self.dropout(self.ffn(X))), cache
 
@@ -154,6 +161,8 @@ class VariantGPT(GPT):
             use_bias as in :class:`course_pkg.models.gpt.GPT`.
         num_kv_heads: G; it, norm, ffn and placement as in
             :class:`VariantBlock`.
+        make_block, make_head: as in :class:`~course_pkg.models.gpt.GPT`;
+            given, they build the blocks and the output layer instead.
     Raises:
         TypeError/ValueError: on any argument GPT or VariantBlock refuses
             (placement, norm and ffn before anything is built).
@@ -175,6 +184,8 @@ class VariantGPT(GPT):
         norm: str = "layer",
         ffn: str = "relu",
         placement: str = "post",
+        make_block: Callable[[int], nn.Module] | None = None,
+        make_head: Callable[[], nn.Module] | None = None,
     ):
         check_placement(placement)
         check_block_options(norm, ffn)
@@ -191,23 +202,29 @@ class VariantGPT(GPT):
             max_len,
             positional=positional,
             use_bias=use_bias,
+            make_block=make_block,
+            make_head=make_head,
         )
-        self.blks = nn.ModuleList(
-            VariantBlock(
-                num_hiddens,
-                ffn_num_hiddens,
-                num_heads,
-                dropout,
-                use_bias,
-                num_kv_heads=num_kv_heads,
-                norm=norm,
-                ffn=ffn,
-                placement=placement,
+        if make_block is None:
+            # Built after the GPT's own blocks, which they replace: building
+            # them through make_block instead would change the initial
+            # weights, and so the chapters' numbers.
+            self.blks = nn.ModuleList(
+                VariantBlock(
+                    num_hiddens,
+                    ffn_num_hiddens,
+                    num_heads,
+                    dropout,
+                    use_bias,
+                    num_kv_heads=num_kv_heads,
+                    norm=norm,
+                    ffn=ffn,
+                    placement=placement,
+                )
+                for _ in range(num_blks)
             )
-            for _ in range(num_blks)
-        )
         self.num_kv_heads = self.blks[0].attention.num_kv_heads
-        if placement == "pre":
+        if make_head is None and placement == "pre":
             self.dense = nn.Sequential(
                 NORMS[norm](num_hiddens), nn.Linear(num_hiddens, vocab_size)
             )

@@ -14,6 +14,12 @@ Which path computes the attention. ``need_weights=True`` (the default, as in
 them in ``attention_weights`` for plots; ``need_weights=False`` takes the
 fused kernel (:func:`course_pkg.nn.scoring.fused_attention`), which is faster
 and stores nothing. Both give the same outputs within 1e-5 in float32.
+
+The models (GPT, the Transformer's encoder and decoder, BERT, Llama) share one
+rule, :func:`resolve_need_weights`: their ``forward`` takes ``need_weights:
+bool | None = None``; None reads the model's ``need_weights`` attribute, and
+an attribute left at None means "keep the weights in eval mode": a training
+step never reads them and takes the fused path, decoding and plots get them.
 """
 
 from __future__ import annotations
@@ -69,6 +75,33 @@ def transpose_output(X: torch.Tensor, num_heads: int) -> torch.Tensor:
     )
 
 
+def resolve_need_weights(model: nn.Module, need_weights: bool | None) -> bool:
+    """The models' rule for ``need_weights`` (module docstring).
+
+    Args:
+        model: a module with a ``need_weights`` attribute (bool or None).
+        need_weights: what the caller asked for; None: the model's attribute.
+    Returns:
+        True (explicit path, weights kept) or False (fused path).
+    Raises:
+        TypeError: if model is not a module with a ``need_weights``
+            attribute, or need_weights (or the attribute) is not a bool or
+            None.
+    """
+    if not isinstance(model, nn.Module) or not hasattr(model, "need_weights"):
+        raise TypeError(
+            "model must be a module with a need_weights attribute, got "
+            f"{type(model).__name__}"
+        )
+    if need_weights is None:
+        need_weights = model.need_weights
+    if need_weights is not None and not isinstance(need_weights, bool):
+        raise TypeError(
+            f"need_weights must be a bool or None, got {need_weights!r}"
+        )
+    return not model.training if need_weights is None else need_weights
+
+
 class KVCache(NamedTuple):
     """Keys and values already projected by a :class:`MultiHeadAttention`.
 
@@ -108,6 +141,8 @@ class MultiHeadAttention(nn.Module):
         query_size, key_size, value_size: input widths (default D).
         kv_width: the output width of W_k and W_v (default D; narrower in
             :class:`course_pkg.nn.grouped_query.GroupedQueryAttention`).
+        output_size: the output width of W_o (default D; a model's width
+            when its heads together are not as wide, as in Gemma).
     Attributes:
         attention_weights: (B, H, Q, K) weights of the last forward call, or
             None after a fused call.
@@ -127,6 +162,7 @@ class MultiHeadAttention(nn.Module):
         key_size: int | None = None,
         value_size: int | None = None,
         kv_width: int | None = None,
+        output_size: int | None = None,
     ):
         super().__init__()
         _check_heads(
@@ -137,17 +173,19 @@ class MultiHeadAttention(nn.Module):
             key_size=key_size,
             value_size=value_size,
             kv_width=kv_width,
+            output_size=output_size,
         )
         self.num_hiddens, self.num_heads = num_hiddens, num_heads
         self.query_size = num_hiddens if query_size is None else query_size
         self.key_size = num_hiddens if key_size is None else key_size
         self.value_size = num_hiddens if value_size is None else value_size
         self.kv_width = num_hiddens if kv_width is None else kv_width
+        self.output_size = num_hiddens if output_size is None else output_size
         self.attention = DotProductAttention(dropout)
         self.W_q = nn.Linear(self.query_size, num_hiddens, bias=bias)
         self.W_k = nn.Linear(self.key_size, self.kv_width, bias=bias)
         self.W_v = nn.Linear(self.value_size, self.kv_width, bias=bias)
-        self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
+        self.W_o = nn.Linear(num_hiddens, self.output_size, bias=bias)
         self.attention_weights: torch.Tensor | None = None
 
     def forward(
@@ -340,7 +378,8 @@ def copy_weights_from_torch(
     ``in_proj_bias``); ``out_proj`` is ``W_o``.
 
     Args:
-        ours: a MultiHeadAttention of width D, every input and kv_width D.
+        ours: a MultiHeadAttention of width D, every input, kv_width and
+            output_size D.
         theirs: a ``torch.nn.MultiheadAttention`` with ``embed_dim`` D, as
             many heads, the same bias setting and one input width.
     Raises:
@@ -358,11 +397,17 @@ def copy_weights_from_torch(
             f"got {type(theirs).__name__}"
         )
     width = ours.num_hiddens
-    widths = (ours.query_size, ours.key_size, ours.value_size, ours.kv_width)
+    widths = (
+        ours.query_size,
+        ours.key_size,
+        ours.value_size,
+        ours.kv_width,
+        ours.output_size,
+    )
     if set(widths) != {width}:
         raise ValueError(
-            "ours must have query_size, key_size, value_size and kv_width "
-            f"equal to num_hiddens ({width}), got {widths}"
+            "ours must have query_size, key_size, value_size, kv_width and "
+            f"output_size equal to num_hiddens ({width}), got {widths}"
         )
     if theirs.embed_dim != width or theirs.in_proj_weight is None:
         raise ValueError(
@@ -407,8 +452,8 @@ def _check_heads(
 ) -> None:
     """A multi-head attention layer's sizes: num_hiddens D and num_heads H
     (ints >= 1, H dividing D), dropout in [0, 1), and the optional widths
-    query_size, key_size, value_size (ints >= 1) and kv_width (a multiple of
-    D / H); None means the default.
+    query_size, key_size, value_size, output_size (ints >= 1) and kv_width (a
+    multiple of D / H); None means the default.
 
     Raises:
         TypeError: if a size is not an int or dropout not a number.

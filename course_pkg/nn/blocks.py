@@ -268,6 +268,9 @@ class EmbeddingStack(nn.Module):
     Attributes:
         vocab_size, num_hiddens, num_blks, max_len: as given.
         embedding: ``nn.Embedding(V, D)``, ids (B, T) -> (B, T, D).
+        need_weights: None (keep the attention weights in eval mode only),
+            True or False; what ``forward`` does when not told
+            (:func:`course_pkg.nn.attention.resolve_need_weights`).
     Raises:
         TypeError/ValueError: naming the size that is not an int >= 1, or
             dropout outside [0, 1).
@@ -285,6 +288,7 @@ class EmbeddingStack(nn.Module):
         self.vocab_size, self.num_hiddens = vocab_size, num_hiddens
         self.num_blks, self.max_len = num_blks, max_len
         self.embedding = nn.Embedding(vocab_size, num_hiddens)
+        self.need_weights: bool | None = None
 
 
 class BlockCache(NamedTuple):

@@ -50,8 +50,8 @@ class GroupedQueryAttention(MultiHeadAttention):
     which ``forward`` goes.
 
     Args:
-        num_hiddens: D, the width of the query projection and of the output;
-            divisible by num_heads.
+        num_hiddens: D, the width of the queries and of the output;
+            divisible by num_heads unless head_width is given.
         num_heads: H, the number of query heads.
         dropout: dropout probability on the attention weights.
         bias: whether the four projections have a bias.
@@ -63,13 +63,18 @@ class GroupedQueryAttention(MultiHeadAttention):
         alibi: add ALiBi's bias -m_h * abs(i - j) to head h's scores
             (:func:`course_pkg.nn.position_scaling.alibi_bias`).
         query_size, key_size, value_size: input widths (default D).
+        head_width: d, each head's width (default D / H). Given, the heads
+            together are H d wide, which need not be D (Gemma, Qwen3): W_q
+            projects to H d and W_o back from H d to D.
     Attributes:
-        head_width: d = D / H. W_k, W_v: project to num_kv_heads * d.
+        head_width: d. W_k, W_v: project to num_kv_heads * d.
+        num_hiddens: H d, the heads' total width (D unless head_width is
+            given); output_size: D.
         attention_weights: (B, H, Q, K) weights of the last forward call.
     Raises:
         TypeError: if a size is not an int.
-        ValueError: if num_hiddens is not divisible by num_heads or num_heads
-            by num_kv_heads.
+        ValueError: if num_hiddens is not divisible by num_heads (without a
+            head_width) or num_heads by num_kv_heads.
     """
 
     def __init__(
@@ -85,6 +90,7 @@ class GroupedQueryAttention(MultiHeadAttention):
         query_size: int | None = None,
         key_size: int | None = None,
         value_size: int | None = None,
+        head_width: int | None = None,
     ):
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         check_positive_int("num_hiddens", num_hiddens)
@@ -95,16 +101,21 @@ class GroupedQueryAttention(MultiHeadAttention):
                 f"num_heads ({num_heads}) must be divisible by num_kv_heads "
                 f"({num_kv_heads})"
             )
-        head_width = num_hiddens // num_heads
+        if head_width is None:  # d = D / H (MultiHeadAttention checks H | D)
+            heads_width, head_width = num_hiddens, num_hiddens // num_heads
+        else:
+            check_positive_int("head_width", head_width)
+            heads_width = num_heads * head_width
         super().__init__(
-            num_hiddens,
+            heads_width,
             num_heads,
             dropout,
             bias,
-            query_size=query_size,
-            key_size=key_size,
-            value_size=value_size,
+            query_size=num_hiddens if query_size is None else query_size,
+            key_size=num_hiddens if key_size is None else key_size,
+            value_size=num_hiddens if value_size is None else value_size,
             kv_width=num_kv_heads * head_width,
+            output_size=num_hiddens,
         )
         self.num_kv_heads, self.head_width = num_kv_heads, head_width
         if rotary is True:

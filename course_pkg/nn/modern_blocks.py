@@ -116,6 +116,21 @@ class SwiGLUFFN(nn.Module):
         return self.down(F.silu(self.gate(X)) * self.up(X))
 
 
+class GeGLUFFN(SwiGLUFFN):
+    """The gated FFN with GELU as the gate's activation (GeGLU, Shazeer
+    2020; Gemma): down(GELU(gate(X)) * up(X)), GELU in its tanh form.
+
+    Same arguments and parameters as :class:`SwiGLUFFN`.
+    """
+
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        """X (..., input_size) -> (..., ffn_num_outputs); TypeError/ValueError
+        as :meth:`SwiGLUFFN.forward`."""
+        _check_width(X, self.input_size, self)
+        gate = F.gelu(self.gate(X), approximate="tanh")
+        return self.down(gate * self.up(X))
+
+
 # The block's options: name -> layer class.
 NORMS = {"layer": nn.LayerNorm, "rms": RMSNorm}
 FFNS = {"relu": PositionWiseFFN, "swiglu": SwiGLUFFN}

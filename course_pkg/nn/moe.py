@@ -16,7 +16,9 @@ Left alone, the router favours a few experts; the load-balancing loss of
 the Switch Transformer, E * sum_e f_e * P_e (f_e: how often expert e is
 chosen per token, P_e: its mean router probability; see
 :func:`load_balancing_loss`), is smallest when the experts share the tokens
-evenly.
+evenly. :class:`DeepSeekMoE` is DeepSeek-V3's variant: shared experts every
+token passes through, a sigmoid router, a choice restricted to the best groups
+of experts, and a bias on the choice in place of the loss.
 
 Shape letters (see the package docstring): ``B`` batch, ``T`` length, ``D``
 width, ``F`` one expert's hidden width; here also ``E`` the number of experts
@@ -35,6 +37,7 @@ from torch import nn
 from course_pkg.checks import (
     check_features,
     check_float_tensor,
+    check_positive_number,
     check_same_float_dtype,
     check_sizes,
     check_str,
@@ -169,6 +172,147 @@ class MoEFeedForward(nn.Module):
         if self.norm_topk_prob:
             gates = gates / gates.sum(-1, keepdim=True)
         return logits, gates.to(X.dtype), chosen
+
+
+class DeepSeekMoE(nn.Module):
+    """DeepSeek-V3's mixture of experts (DeepSeek-AI 2024): shared experts
+    that every token passes through, and routed ones chosen by a sigmoid
+    router whose choice, not its gates, carries a balancing bias.
+
+    For a token x: s = sigmoid(router(x)) (E,); the experts are split into
+    ``num_groups`` groups, each scored by the sum of its two best
+    s_e + b_e, and only the ``top_groups`` best groups may be chosen; within
+    them the k largest s_e + b_e are chosen. The gates are the chosen s_e
+    (divided by their sum when ``norm_topk_prob``) times ``routed_scale``.
+    The bias b (``choice_bias``, a buffer) is not learned by gradients:
+    DeepSeek-V3 raises it for experts that got too few tokens and lowers it
+    for those that got too many, which balances the load without an
+    auxiliary loss. Output: sum of g_e expert_e(x) + shared(x).
+
+    Every routed expert runs on every token (as in :class:`MoEFeedForward`,
+    whose docstring says why).
+
+    Args:
+        num_hiddens: D. ffn_num_hiddens: F, one expert's hidden width.
+        num_experts: E. top_k: k, the routed experts a token.
+        num_shared: the shared experts, one SwiGLU FFN of width F * num_shared.
+        num_groups: groups of experts, dividing E (at least 2 experts
+            each); top_groups: the groups a token may use.
+        routed_scale: the gates' factor (2.5 in DeepSeek-V3).
+        norm_topk_prob: divide the k gates by their sum.
+    Attributes:
+        router: ``Linear(D, E, bias=False)``. choice_bias: (E,) buffer.
+        experts: E :class:`SwiGLUFFN` of width F. shared: a SwiGLUFFN of width
+            F * num_shared. router_logits: (N, E) of the last forward.
+    Raises:
+        TypeError/ValueError: naming a size or setting that does not fit.
+    """
+
+    def __init__(
+        self,
+        num_hiddens: int,
+        ffn_num_hiddens: int,
+        num_experts: int,
+        top_k: int,
+        *,
+        num_shared: int = 1,
+        num_groups: int = 1,
+        top_groups: int = 1,
+        routed_scale: float = 1.0,
+        norm_topk_prob: bool = True,
+    ):
+        _check_deepseek(
+            num_hiddens, ffn_num_hiddens, num_experts, top_k, num_shared,
+            num_groups, top_groups, routed_scale, norm_topk_prob,
+        )  # fmt: skip
+        super().__init__()
+        self.num_hiddens, self.num_experts = num_hiddens, num_experts
+        self.top_k, self.norm_topk_prob = top_k, norm_topk_prob
+        self.num_groups, self.top_groups = num_groups, top_groups
+        self.routed_scale = float(routed_scale)
+        self.router = nn.Linear(num_hiddens, num_experts, bias=False)
+        self.register_buffer("choice_bias", torch.zeros(num_experts))
+        self.experts = nn.ModuleList(
+            SwiGLUFFN(ffn_num_hiddens, num_hiddens) for _ in range(num_experts)
+        )
+        self.shared = SwiGLUFFN(ffn_num_hiddens * num_shared, num_hiddens)
+        self.router_logits: torch.Tensor | None = None
+
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        """X (..., D) -> (..., D); sets ``router_logits`` (N, E).
+
+        Raises:
+            TypeError/ValueError: if X is not a float tensor (..., D) of the
+                layer's dtype and device.
+        """
+        check_features("X", X, self.num_hiddens, self)
+        flat = X.reshape(-1, self.num_hiddens)  # (N, D)
+        logits = self.router(flat)  # (N, E)
+        gates, chosen = self._route(logits)
+        weights = torch.zeros_like(logits).scatter(-1, chosen, gates)
+        outputs = torch.stack([expert(flat) for expert in self.experts], 1)
+        mixed = (weights[:, :, None] * outputs).sum(1) + self.shared(flat)
+        self.router_logits = logits
+        return mixed.reshape(X.shape)
+
+    def _route(
+        self, logits: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Gates (N, k) and chosen experts (N, k) from logits (N, E)."""
+        scores = logits.sigmoid()
+        choice = scores + self.choice_bias
+        grouped = choice.view(
+            -1, self.num_groups, self.num_experts // self.num_groups
+        )
+        group_scores = grouped.topk(2, dim=-1).values.sum(-1)  # (N, groups)
+        best = group_scores.topk(self.top_groups, dim=-1).indices
+        allowed = torch.zeros_like(group_scores, dtype=torch.bool)
+        allowed = allowed.scatter(1, best, True).repeat_interleave(
+            self.num_experts // self.num_groups, dim=1
+        )  # (N, E)
+        choice = choice.masked_fill(~allowed, float("-inf"))
+        chosen = choice.topk(self.top_k, dim=-1).indices
+        gates = scores.gather(1, chosen)
+        if self.norm_topk_prob:
+            gates = gates / (gates.sum(-1, keepdim=True) + 1e-20)
+        return gates * self.routed_scale, chosen
+
+
+def _check_deepseek(
+    num_hiddens: object,
+    ffn_num_hiddens: object,
+    num_experts: object,
+    top_k: object,
+    num_shared: object,
+    num_groups: object,
+    top_groups: object,
+    routed_scale: object,
+    norm_topk_prob: object,
+) -> None:
+    """:class:`DeepSeekMoE`'s settings, refused naming the argument."""
+    check_sizes(
+        num_hiddens=num_hiddens, ffn_num_hiddens=ffn_num_hiddens,
+        num_shared=num_shared, num_groups=num_groups,
+        top_groups=top_groups,
+    )  # fmt: skip
+    _check_top_k(top_k, num_experts)
+    check_positive_number("routed_scale", routed_scale)
+    if num_experts % num_groups or num_experts // num_groups < 2:
+        raise ValueError(
+            f"num_groups={num_groups} must divide num_experts="
+            f"{num_experts} into groups of at least 2 experts"
+        )
+    per_group = num_experts // num_groups
+    if top_groups > num_groups or top_k > top_groups * per_group:
+        raise ValueError(
+            f"top_groups={top_groups} must be <= num_groups={num_groups} "
+            f"and hold top_k={top_k} experts ({per_group} a group)"
+        )
+    if not isinstance(norm_topk_prob, bool):
+        raise TypeError(
+            "norm_topk_prob must be a bool, "
+            f"got {type(norm_topk_prob).__name__}"
+        )
 
 
 def load_balancing_loss(

@@ -1,0 +1,401 @@
+"""Gemma 3 (text): Llama's pieces with local and global layers and four norms a block.
+
+For the planned chapter on today's open models (not written yet). Gemma 3
+(Gemma Team 2025) is a :class:`~course_pkg.models.llama.Llama` with QK-norm
+and these changes:
+
+- **local and global layers**: five of every six blocks attend within a
+  sliding window (:func:`~course_pkg.nn.sliding_window.sliding_window_attention`,
+  1,024 positions in the published models), every sixth to the whole
+  prefix; the local blocks rotate with RoPE of base 10,000, the global
+  ones with base 1,000,000 (in the larger models also divided by a linear
+  scaling factor, :class:`~course_pkg.nn.rotary.RotaryEmbedding`'s
+  ``position_scale``). Only the global layers' cache grows with the
+  context;
+- **sandwich norms**: each sublayer's output is normalised before it joins
+  the residual stream, X + norm(attention(norm(X))), four RMSNorms a block
+  (:class:`GemmaBlock`);
+- **GeGLU**: the gated FFN with GELU (tanh form) for SiLU
+  (:class:`~course_pkg.nn.modern_blocks.GeGLUFFN`);
+- the token embeddings are multiplied by sqrt(D), and the output layer is
+  the embedding matrix (tied);
+- each head is ``head_width`` wide whatever D / H is (256 in most models).
+
+Hugging Face's ``Gemma3ForCausalLM`` differs from this in two ways that
+:func:`gemma_from_hf` takes care of: its RMSNorm multiplies by (1 + w), so
+our gains are its weights plus one; and its scores are scaled by
+``query_pre_attn_scalar ** -0.5``, which may differ from d ** -0.5 (27B:
+168 against d = 128): the factor sqrt(d / query_pre_attn_scalar) goes into
+the query norm's gains, since the rotation is linear. Its RoPE pairs
+features (i, i + d / 2), the course (2i, 2i + 1), as for Llama.
+
+Shape letters (see the package docstring): ``B`` batch, ``Q`` positions fed
+in one call, ``t`` positions fed so far, ``D`` width, ``H`` heads, ``G``
+key/value heads, ``d`` head width, ``F`` FFN width, ``V`` vocabulary size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+import torch
+from torch import nn
+
+from course_pkg.checks import (
+    check_features,
+    check_positive_int,
+    check_positive_number,
+    check_stack_args,
+    check_tensor,
+)
+from course_pkg.models.hf_weights import (
+    StateDict,
+    _check_all_used,
+    _check_state_dict,
+    _count_blocks,
+    _take,
+)
+from course_pkg.models.llama import (
+    LlamaBlock,
+    _check_attention_options,
+    _check_shapes,
+    _halves_to_pairs,
+    _pairs_to_halves,
+    _sizes,
+)
+from course_pkg.models.variant_gpt import VariantGPT
+from course_pkg.nn.attention import KVCache
+from course_pkg.nn.modern_blocks import RMSNorm
+from course_pkg.nn.rotary import RotaryEmbedding
+
+
+class GemmaBlock(LlamaBlock):
+    """Gemma's block: a :class:`~course_pkg.models.llama.LlamaBlock` with
+    QK-norm and a GeGLU FFN, whose two sublayer outputs are normalised
+    before they join the residual stream.
+
+    X + post_norm1(attention(norm1(X))), then + post_norm2(ffn(norm2(.))):
+    X (B, Q, D) and the cache of the t - Q positions before -> (B, Q, D)
+    and the cache of t.
+
+    Args:
+        num_hiddens: D. ffn_num_hiddens: F. num_heads: H.
+        num_kv_heads: G (default H).
+        rotary, norm_eps, sliding_window, dropout, head_width: as in
+            :class:`~course_pkg.models.llama.LlamaAttention`.
+    Raises:
+        TypeError/ValueError: as :class:`~course_pkg.models.llama.LlamaBlock`.
+    """
+
+    def __init__(
+        self,
+        num_hiddens: int,
+        ffn_num_hiddens: int,
+        num_heads: int,
+        num_kv_heads: int | None = None,
+        *,
+        rotary: RotaryEmbedding | None = None,
+        norm_eps: float = 1e-6,
+        sliding_window: int | None = None,
+        dropout: float = 0.0,
+        head_width: int | None = None,
+    ):
+        super().__init__(
+            num_hiddens, ffn_num_hiddens, num_heads, num_kv_heads,
+            rotary=rotary, qk_norm=True, norm_eps=norm_eps,
+            sliding_window=sliding_window, dropout=dropout,
+            head_width=head_width, ffn="geglu",
+        )  # fmt: skip
+        self.post_norm1 = RMSNorm(num_hiddens, norm_eps)
+        self.post_norm2 = RMSNorm(num_hiddens, norm_eps)
+
+    def forward(
+        self,
+        X: torch.Tensor,
+        cache: KVCache | None = None,
+        valid_lens: torch.Tensor | None = None,
+        *,
+        need_weights: bool = True,
+    ) -> tuple[torch.Tensor, KVCache]:
+        """As :meth:`~course_pkg.models.llama.LlamaBlock.forward`, with the
+        sublayer outputs normalised."""
+        check_tensor("X", X, 3, f"(B, Q, {self.num_hiddens})")
+        check_features("X", X, self.num_hiddens, self)
+        normed = self.norm1(X)
+        cache = self.attention.cache(normed, normed, past=cache)
+        attended = self.attention.attend(
+            normed, cache, valid_lens, causal=True, need_weights=need_weights
+        )
+        X = X + self.dropout(self.post_norm1(attended))
+        ffn_out = self.ffn(self.norm2(X))
+        return X + self.dropout(self.post_norm2(ffn_out)), cache
+
+
+class Gemma3(VariantGPT):
+    """Gemma 3's text model: embeddings times sqrt(D), N :class:`GemmaBlock`,
+    RMSNorm, and the embedding matrix as output layer.
+
+    Block i is global (whole prefix, RoPE of base ``rope_base`` with
+    positions divided by ``rope_scale``) when (i + 1) is a multiple of
+    ``global_every``, local otherwise (window ``sliding_window``, RoPE of
+    base ``local_rope_base``). A
+    :class:`~course_pkg.models.variant_gpt.VariantGPT`, so ``forward(X)`` (X
+    (B, T) ids -> (B, T, V) scores), ``forward_with_cache`` and
+    :func:`course_pkg.models.gpt.generate` work as for the course's GPT;
+    valid_lens is refused (the windowed attention takes none).
+
+    Args:
+        vocab_size: V. num_hiddens: D. ffn_num_hiddens: F.
+        num_heads: H, dividing D. num_blks: N.
+        num_kv_heads: G, dividing H (default H).
+        max_len: longest sequence accepted.
+        dropout: 0 (Gemma's windowed attention takes none).
+        head_width: d, even (default D / H).
+        sliding_window: w >= 1, the local blocks' window.
+        global_every: every how many blocks one is global (6 in Gemma 3).
+        rope_base, rope_scale: the global blocks' RoPE base and position
+            divisor (Gemma 3 4B and larger: 1e6 and 8).
+        local_rope_base: the local blocks' RoPE base (10,000).
+        norm_eps: eps of every RMSNorm.
+    Attributes:
+        global_blocks: the indices of the global blocks.
+    Raises:
+        TypeError/ValueError: naming the argument, before anything is built.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_hiddens: int,
+        ffn_num_hiddens: int,
+        num_heads: int,
+        num_blks: int,
+        num_kv_heads: int | None = None,
+        max_len: int = 1000,
+        dropout: float = 0.0,
+        *,
+        head_width: int | None = None,
+        sliding_window: int = 1024,
+        global_every: int = 6,
+        rope_base: float = 1e6,
+        rope_scale: float = 1.0,
+        local_rope_base: float = 1e4,
+        norm_eps: float = 1e-6,
+    ):
+        check_stack_args(
+            vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks,
+            max_len, dropout=dropout,
+        )  # fmt: skip
+        head_width = _check_attention_options(
+            num_hiddens, num_heads, num_kv_heads, True, norm_eps,
+            sliding_window, dropout, head_width,
+        )  # fmt: skip
+        check_positive_int("global_every", global_every)
+        check_positive_number("rope_scale", rope_scale)
+        for name, base in (
+            ("rope_base", rope_base),
+            ("local_rope_base", local_rope_base),
+        ):
+            check_positive_number(name, base)
+            if not 1 < base < math.inf:
+                raise ValueError(
+                    f"{name} must be a finite number > 1, got {base}"
+                )
+        local = RotaryEmbedding(head_width, local_rope_base)
+        whole = RotaryEmbedding(head_width, rope_base, rope_scale)
+        global_blocks = [
+            i for i in range(num_blks) if (i + 1) % global_every == 0
+        ]
+
+        def make_block(i: int) -> GemmaBlock:
+            is_global = i in global_blocks
+            return GemmaBlock(
+                num_hiddens, ffn_num_hiddens, num_heads, num_kv_heads,
+                rotary=whole if is_global else local, norm_eps=norm_eps,
+                sliding_window=None if is_global else sliding_window,
+                head_width=head_width,
+            )  # fmt: skip
+
+        def make_head() -> nn.Module:
+            return nn.Sequential(
+                RMSNorm(num_hiddens, norm_eps),
+                nn.Linear(num_hiddens, vocab_size, bias=False),
+            )
+
+        super().__init__(
+            vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks,
+            dropout, max_len, positional="none", use_bias=False,
+            num_kv_heads=num_kv_heads, norm="rms", ffn="swiglu",
+            placement="pre", make_block=make_block, make_head=make_head,
+        )  # fmt: skip
+        self.dense[1].weight = self.embedding.weight
+        self.embedding_scale = math.sqrt(num_hiddens)
+        self.global_blocks = global_blocks
+        self.sliding_window = sliding_window
+
+    def _apply(
+        self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True
+    ) -> Gemma3:
+        # A move that cannot reuse the storage (to the meta device, say)
+        # gives each module a new Parameter, which would untie the head.
+        super()._apply(fn, recurse)
+        self.dense[1].weight = self.embedding.weight
+        return self
+
+    def _check_input(
+        self,
+        X: torch.Tensor,
+        cache: list[KVCache] | None,
+        valid_lens: torch.Tensor | None,
+    ) -> int:
+        """The GPT's checks; valid_lens must be None."""
+        if valid_lens is not None:
+            raise ValueError(
+                "valid_lens must be None: Gemma's local blocks attend "
+                "within a window and take no lengths"
+            )
+        return super()._check_input(X, cache, valid_lens)
+
+
+# --------------------------------------------------------------- converters
+
+# A block's layers: (ours under blks.{i}., Hugging Face's under
+# model.layers.{i}.). Norm gains are Hugging Face's weights plus one.
+_BLOCK_LAYERS = (
+    ("norm1", "input_layernorm"),
+    ("attention.W_q", "self_attn.q_proj"),
+    ("attention.W_k", "self_attn.k_proj"),
+    ("attention.W_v", "self_attn.v_proj"),
+    ("attention.W_o", "self_attn.o_proj"),
+    ("attention.W_q.norm", "self_attn.q_norm"),
+    ("attention.W_k.norm", "self_attn.k_norm"),
+    ("post_norm1", "post_attention_layernorm"),
+    ("norm2", "pre_feedforward_layernorm"),
+    ("post_norm2", "post_feedforward_layernorm"),
+    ("ffn.gate", "mlp.gate_proj"),
+    ("ffn.up", "mlp.up_proj"),
+    ("ffn.down", "mlp.down_proj"),
+)
+_NORMS = {"norm1", "attention.W_q.norm", "attention.W_k.norm", "post_norm1"}
+_NORMS |= {"norm2", "post_norm2", "dense.0"}
+_ROTATED = {"attention.W_q", "attention.W_k"}
+_ROTATED |= {"attention.W_q.norm", "attention.W_k.norm"}
+
+
+def _pairs(num_blks: int) -> list[tuple[str, str]]:
+    """(our name, Hugging Face's name) of every weight."""
+    pairs = [("embedding.weight", "model.embed_tokens.weight")]
+    for i in range(num_blks):
+        pairs += [
+            (f"blks.{i}.{ours}.weight", f"model.layers.{i}.{theirs}.weight")
+            for ours, theirs in _BLOCK_LAYERS
+        ]
+    pairs += [
+        ("dense.0.weight", "model.norm.weight"),
+        ("dense.1.weight", "lm_head.weight"),
+    ]
+    return pairs
+
+
+def gemma_from_hf(
+    state_dict: Mapping[str, torch.Tensor],
+    num_heads: int,
+    query_pre_attn_scalar: float | None = None,
+) -> StateDict:
+    """A :class:`Gemma3` state dict from Hugging Face's ``Gemma3ForCausalLM``.
+
+    Args:
+        state_dict: ``Gemma3ForCausalLM.state_dict()`` (``lm_head.weight``,
+            tied, may be left out).
+        num_heads: H (with the query projection's H d rows it gives d).
+        query_pre_attn_scalar: the config's; None means d (no change).
+    Returns:
+        {name: tensor} for ``Gemma3.load_state_dict``: norm gains plus one,
+        query and key projections and norms permuted within each head from
+        ``rotate_half``'s order to the course's pairs, the query norms'
+        gains times sqrt(d / query_pre_attn_scalar).
+    Raises:
+        TypeError: if state_dict is not a mapping of str to tensors, or a
+            number is not one.
+        ValueError: naming a missing, left-over or misshapen tensor, or a
+            num_heads that does not fit the weights.
+    """
+    theirs = _check_state_dict("state_dict", state_dict)
+    if "model.embed_tokens.weight" in theirs:  # the head is tied
+        theirs.setdefault(
+            "lm_head.weight", theirs["model.embed_tokens.weight"]
+        )
+    num_blks = _count_blocks(
+        theirs, r"model\.layers\.(\d+)\.input_layernorm\.weight"
+    )
+    pairs = _pairs(num_blks)
+    sizes = _sizes(theirs, num_heads, "model.embed_tokens.weight",
+                   "model.layers.0.self_attn.q_proj.weight",
+                   "model.layers.0.self_attn.k_proj.weight",
+                   "model.layers.0.mlp.gate_proj.weight")  # fmt: skip
+    _check_shapes(theirs, pairs, sizes, ours=False)
+    factor = _query_factor(sizes["d"], query_pre_attn_scalar)
+    result: StateDict = {}
+    used: set[str] = set()
+    for our_name, their_name in pairs:
+        tensor = _take(theirs, their_name, used)
+        layer = _layer(our_name)
+        if layer in _NORMS:
+            tensor = tensor + 1
+        if layer == "attention.W_q.norm":
+            tensor = tensor * factor
+        if layer in _ROTATED:
+            tensor = _halves_to_pairs(tensor, sizes["d"])
+        result[our_name] = tensor
+    _check_all_used(theirs, used)
+    return result
+
+
+def gemma_to_hf(
+    state_dict: Mapping[str, torch.Tensor],
+    num_heads: int,
+    query_pre_attn_scalar: float | None = None,
+) -> StateDict:
+    """Hugging Face's ``Gemma3ForCausalLM`` state dict from a
+    :class:`Gemma3`'s: the inverse of :func:`gemma_from_hf`, with its
+    refusals."""
+    ours = _check_state_dict("state_dict", state_dict)
+    num_blks = _count_blocks(ours, r"blks\.(\d+)\.norm1\.weight")
+    pairs = _pairs(num_blks)
+    sizes = _sizes(ours, num_heads, "embedding.weight",
+                   "blks.0.attention.W_q.weight",
+                   "blks.0.attention.W_k.weight",
+                   "blks.0.ffn.gate.weight")  # fmt: skip
+    _check_shapes(ours, pairs, sizes, ours=True)
+    factor = _query_factor(sizes["d"], query_pre_attn_scalar)
+    result: StateDict = {}
+    used: set[str] = set()
+    for our_name, their_name in pairs:
+        tensor = _take(ours, our_name, used)
+        layer = _layer(our_name)
+        if layer in _ROTATED:
+            tensor = _pairs_to_halves(tensor, sizes["d"])
+        if layer == "attention.W_q.norm":
+            tensor = tensor / factor
+        if layer in _NORMS:
+            tensor = tensor - 1
+        result[their_name] = tensor
+    _check_all_used(ours, used)
+    return result
+
+
+def _layer(our_name: str) -> str:
+    """The layer a weight belongs to, without the block:
+    "blks.3.ffn.up.weight" -> "ffn.up", "dense.0.weight" -> "dense.0"."""
+    layer = our_name.removesuffix(".weight")
+    return layer.split(".", 2)[-1] if layer.startswith("blks.") else layer
+
+
+def _query_factor(head_width: int, query_pre_attn_scalar: object) -> float:
+    """sqrt(d / query_pre_attn_scalar), 1 for None (TypeError/ValueError
+    naming query_pre_attn_scalar if it is not a number > 0)."""
+    if query_pre_attn_scalar is None:
+        return 1.0
+    check_positive_number("query_pre_attn_scalar", query_pre_attn_scalar)
+    return math.sqrt(head_width / query_pre_attn_scalar)
