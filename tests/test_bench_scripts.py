@@ -46,6 +46,16 @@ RUNS = {
         "--device cpu --threads 1 --seeds 1 --epochs 1 --limit 64",
         ["over 1 seeds: min / mean / max", "| smoothing |", "| warmup |"],
     ),
+    "open_models.py": (
+        "--device cpu --threads 1 --dim 32 --heads 2 --blocks 1 --vocab 50"
+        " --batch 1 --length 16 --prompt 4 --new 3 --warmup 0 --repeats 1",
+        [
+            "| DeepSeek-V3  |",
+            "slowest ours / theirs:",
+            "key/value cache per token, bf16",
+            "| DeepSeek-V3      |              68.6 |",
+        ],
+    ),
     "flash.py": (
         "--device cpu --threads 1 --lengths 64 128 --heads 2 --width 16"
         " --block 32 --warmup 1 --repeats 1",

@@ -281,3 +281,12 @@ def test_bad_inputs_are_refused():
     del bad["model.layers.1.post_feedforward_layernorm.weight"]
     with pytest.raises(ValueError, match="post_feedforward_layernorm"):
         gemma_from_hf(bad, H)
+
+
+def test_the_fused_path_equals_the_explicit_one():
+    ours = loaded(hf_model())
+    X = tokens()
+    with torch.no_grad():
+        explicit = ours(X, need_weights=True)
+        fused = ours(X, need_weights=False)
+    assert (fused - explicit).abs().max() <= EXACT_BOUND

@@ -611,3 +611,23 @@ def test_moe_model_on_meta_and_its_refusals():
         Llama(V, D, F, H, N, G, num_experts=2, norm_topk_prob=1)
     with pytest.raises(ValueError, match="ffn must be 'swiglu'"):
         LlamaBlock(D, F, H, G, ffn="geglu", num_experts=2)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_fused_path_equals_the_explicit_one(kind):
+    # need_weights=False takes scaled_dot_product_attention (with the window's band for
+    # Mistral); float64, uncached and cached
+    ours = our_model(kind)
+    X = tokens()
+    with torch.no_grad():
+        explicit = ours(X, need_weights=True)
+        fused = ours(X, need_weights=False)
+        first, cache = ours.forward_with_cache(X[:, :30], need_weights=False)
+        second, _ = ours.forward_with_cache(
+            X[:, 30:], cache, need_weights=False
+        )
+    assert all(w is None for w in ours.attention_weights)
+    assert (fused - explicit).abs().max() <= EXACT_BOUND
+    assert (
+        torch.cat([first, second], 1) - explicit
+    ).abs().max() <= EXACT_BOUND

@@ -45,6 +45,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from course_pkg.checks import (
@@ -75,7 +76,10 @@ from course_pkg.nn.moe import (
 )
 from course_pkg.nn.rope_scaling import Llama3RotaryEmbedding, _check_llama3
 from course_pkg.nn.rotary import RotaryEmbedding
-from course_pkg.nn.sliding_window import sliding_window_attention
+from course_pkg.nn.sliding_window import (
+    sliding_window_attention,
+    sliding_window_mask,
+)
 
 ROPE_TYPES = ("default", "llama3")
 # The FFN a block may take: name -> class.
@@ -200,6 +204,29 @@ class LlamaAttention(GroupedQueryAttention):
             need_weights=need_weights,
         )  # fmt: skip
 
+    def _fused_attend(
+        self, queries: torch.Tensor, cache: KVCache, causal: bool
+    ) -> torch.Tensor:
+        """scaled_dot_product_attention over the key/value heads, with the
+        causal (and window) mask: queries (B, Q, D) -> (B, Q, D)."""
+        keys, values = cache
+        batch_size, num_queries = queries.shape[:2]
+        num_keys = keys.shape[2]
+        heads = self._split_heads(self.W_q(queries))  # (B, H, Q, d)
+        heads = self.rotary(heads, num_keys - num_queries)
+        mask = None
+        if causal:
+            mask = sliding_window_mask(
+                num_queries, num_keys, self.sliding_window, heads.device
+            )  # (Q, K)
+        heads = F.scaled_dot_product_attention(
+            heads, keys, values, attn_mask=mask, enable_gqa=True
+        )  # (B, H, Q, d)
+        self.attention_weights = None
+        return self.W_o(
+            heads.transpose(1, 2).reshape(batch_size, num_queries, -1)
+        )
+
     def _check_window(self, valid_lens: object, causal: object) -> None:
         if self.sliding_window is None:
             return
@@ -221,7 +248,15 @@ class LlamaAttention(GroupedQueryAttention):
     ) -> torch.Tensor:
         """GroupedQueryAttention's, or with a window the band of
         :func:`~course_pkg.nn.sliding_window.sliding_window_attention`:
-        queries (B, Q, D), keys and values (B, G, K, d) -> (B, Q, D)."""
+        queries (B, Q, D), keys and values (B, G, K, d) -> (B, Q, D).
+        need_weights=False without lengths or dropout takes PyTorch's fused
+        kernel (no weights kept), as MultiHeadAttention's fused path."""
+        if (
+            not need_weights
+            and valid_lens is None
+            and not (self.training and self.attention.dropout.p)
+        ):
+            return self._fused_attend(queries, cache, causal)
         if self.sliding_window is None:
             return super()._attend(
                 queries, cache, valid_lens, causal, need_weights

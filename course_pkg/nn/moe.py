@@ -63,6 +63,31 @@ def _probabilities(logits: torch.Tensor) -> torch.Tensor:
     return torch.softmax(logits, dim=-1, dtype=torch.float32 if half else None)
 
 
+def _mix_experts(
+    experts: nn.ModuleList,
+    flat: torch.Tensor,
+    gates: torch.Tensor,
+    chosen: torch.Tensor,
+) -> torch.Tensor:
+    """For every token (row of flat (N, D)), the sum over its chosen experts
+    (N, k) of gate (N, k) times that expert's output: (N, D). Each expert
+    runs on its own tokens; on the meta device every expert runs on every
+    token, weighted 0 where not chosen."""
+    if flat.device.type == "meta":  # no data to select the tokens by
+        weights = torch.zeros(
+            flat.shape[0], len(experts), dtype=gates.dtype, device=flat.device
+        ).scatter(-1, chosen, gates)
+        outputs = torch.stack([expert(flat) for expert in experts], 1)
+        return (weights[:, :, None] * outputs).sum(1)
+    mixed = torch.zeros_like(flat)
+    for e, expert in enumerate(experts):
+        token, slot = torch.where(chosen == e)  # the tokens that chose e
+        if token.numel():
+            output = gates[token, slot, None] * expert(flat[token])
+            mixed = mixed.index_add(0, token, output)
+    return mixed
+
+
 class MoEFeedForward(nn.Module):
     """A sparse mixture of SwiGLU experts with a top-k linear router.
 
@@ -71,11 +96,10 @@ class MoEFeedForward(nn.Module):
     p_e / sum of the k kept when ``norm_topk_prob``); the output is
     sum over the chosen e of g_e * expert_e(x).
 
-    Every expert is applied to every token and the unchosen ones are weighted
-    by 0: the result is the sparse layer's, exactly (adding 0 changes no
-    float), but the cost is E experts per token, not k. That keeps the layer
-    short and runnable on the meta device (sending each expert only its
-    tokens needs data-dependent shapes); a fast layer dispatches tokens.
+    Each expert runs on the tokens that chose it (:func:`_mix_experts`), so
+    a token costs k experts, not E; on the meta device, which has no data to
+    select tokens by, every expert runs on every token, weighted 0 where not
+    chosen (the same sum).
 
     Like :class:`SwiGLUFFN`, ``forward`` maps X to one tensor, so the layer
     can take an FFN's place in a block. The router's logits, which the
@@ -155,9 +179,7 @@ class MoEFeedForward(nn.Module):
         logits, gates, chosen = self._route(X)
         flat = X.reshape(-1, self.num_hiddens)  # (N, D)
         # (N, E): each token's gate for every expert, 0 for those not chosen
-        weights = torch.zeros_like(logits).scatter(-1, chosen, gates)
-        outputs = torch.stack([expert(flat) for expert in self.experts], 1)
-        mixed = (weights[:, :, None] * outputs).sum(1)  # (N, D)
+        mixed = _mix_experts(self.experts, flat, gates, chosen)  # (N, D)
         self.router_logits = logits
         return mixed.reshape(X.shape)
 
@@ -189,8 +211,8 @@ class DeepSeekMoE(nn.Module):
     for those that got too many, which balances the load without an
     auxiliary loss. Output: sum of g_e expert_e(x) + shared(x).
 
-    Every routed expert runs on every token (as in :class:`MoEFeedForward`,
-    whose docstring says why).
+    Each routed expert runs on the tokens that chose it, as in
+    :class:`MoEFeedForward`.
 
     Args:
         num_hiddens: D. ffn_num_hiddens: F, one expert's hidden width.
@@ -249,9 +271,8 @@ class DeepSeekMoE(nn.Module):
         flat = X.reshape(-1, self.num_hiddens)  # (N, D)
         logits = self.router(flat)  # (N, E)
         gates, chosen = self._route(logits)
-        weights = torch.zeros_like(logits).scatter(-1, chosen, gates)
-        outputs = torch.stack([expert(flat) for expert in self.experts], 1)
-        mixed = (weights[:, :, None] * outputs).sum(1) + self.shared(flat)
+        mixed = _mix_experts(self.experts, flat, gates, chosen)
+        mixed = mixed + self.shared(flat)
         self.router_logits = logits
         return mixed.reshape(X.shape)
 

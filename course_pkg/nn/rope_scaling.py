@@ -176,6 +176,11 @@ class Llama3RotaryEmbedding(RotaryEmbedding):
         self.low_freq_factor = float(low_freq_factor)
         self.high_freq_factor = float(high_freq_factor)
         self.original_max_len = original_max_len
+        # (device, dtype) -> the (d/2,) inverse frequencies, a constant of
+        # the settings above (not a buffer: nothing to save or load)
+        self._inverse: dict[
+            tuple[torch.device, torch.dtype], torch.Tensor
+        ] = {}
 
     def angles(
         self,
@@ -198,12 +203,14 @@ class Llama3RotaryEmbedding(RotaryEmbedding):
             raise TypeError(
                 f"dtype must be a floating-point torch.dtype, got {dtype!r}"
             )
-        inverse = _llama3_inverse_frequency(
-            self.head_width, self.base, self.factor, self.low_freq_factor,
-            self.high_freq_factor, self.original_max_len, dtype,
-            positions.device,
-        )  # fmt: skip
-        return positions.to(dtype)[:, None] * inverse[None]
+        key = (positions.device, dtype)
+        if key not in self._inverse:  # computed once a device and dtype
+            self._inverse[key] = _llama3_inverse_frequency(
+                self.head_width, self.base, self.factor, self.low_freq_factor,
+                self.high_freq_factor, self.original_max_len, dtype,
+                positions.device,
+            )  # fmt: skip
+        return positions.to(dtype)[:, None] * self._inverse[key][None]
 
     def extra_repr(self) -> str:
         return (
