@@ -61,6 +61,7 @@ from course_pkg.models import (
     luong,
     nadaraya_watson,
     seq2seq,
+    t5,
     transformer,
     variant_gpt,
 )
@@ -695,6 +696,15 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
             INSTANCES["models.deepseek.DeepSeekV3"]().state_dict()
         )
     ),
+    "models.t5.T5.forward": lambda: dict(
+        src=_ids(), tgt=_ids(), src_valid_lens=_lens(3, 2)
+    ),
+    "models.t5.t5_to_hf": lambda: dict(
+        state_dict=INSTANCES["models.t5.T5"]().state_dict()
+    ),
+    "models.t5.t5_from_hf": lambda: dict(
+        state_dict=t5.t5_to_hf(INSTANCES["models.t5.T5"]().state_dict())
+    ),
     "nn.moe.MoEFeedForward.forward": lambda: dict(X=_float(2, 3, 8)),
     "nn.moe.MoEFeedForward.route": lambda: dict(X=_float(2, 3, 8)),
     "nn.moe.load_balancing_loss": lambda: dict(
@@ -1148,6 +1158,9 @@ INSTANCES: dict[str, Callable[[], Any]] = {
         top_k=2,
         num_groups=2,
     ),  # fmt: skip
+    "models.t5.T5": lambda: t5.T5(
+        11, 8, 16, 2, 3, 1, num_buckets=4, max_distance=8
+    ),
     "nn.moe.MoEFeedForward": lambda: moe.MoEFeedForward(8, 16, 4, 2),
     "nn.relative_position.RelativePositionBias": lambda: (
         relative_position.RelativePositionBias(2, 8, 20)

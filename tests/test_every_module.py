@@ -25,6 +25,7 @@ from course_pkg.models import (
     gpt,
     llama,
     seq2seq,
+    t5,
 )
 from course_pkg.models.gpt2 import GPT2, GPT2Block
 from course_pkg.models.luong import LuongAttentionDecoder
@@ -303,6 +304,15 @@ FORWARDS = {
         top_k=2,
         num_groups=2,
     ).to(d)(_tokens(d, steps=7)),  # fmt: skip
+    t5.T5: lambda d: t5.T5(
+        11, 8, 16, 2, 3, 1, num_buckets=4, max_distance=8
+    ).to(d)(_tokens(d, steps=7), _tokens(d, steps=5)),
+    t5._T5Stack: lambda d: t5._T5Stack(8, 16, 2, 3, 1, decoder=True).to(d)(
+        _x(d, 2, 5, 8), None, _x(d, 2, 6, 8), None
+    ),
+    t5._T5Attention: lambda d: t5._T5Attention(8, 2, 3).to(d)(
+        _x(d, 2, 5, 8), _x(d, 2, 6, 8), None, None
+    ),
     MoEFeedForward: lambda d: MoEFeedForward(8, 16, 4, 2).to(d)(
         _x(d, 2, 5, 8)
     ),

@@ -96,7 +96,7 @@ class MoEFeedForward(nn.Module):
     p_e / sum of the k kept when ``norm_topk_prob``); the output is
     sum over the chosen e of g_e * expert_e(x).
 
-    Each expert runs on the tokens that chose it (:func:`_mix_experts`), so
+    Each expert runs on the tokens that chose it (``_mix_experts``), so
     a token costs k experts, not E; on the meta device, which has no data to
     select tokens by, every expert runs on every token, weighted 0 where not
     chosen (the same sum).
