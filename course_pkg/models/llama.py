@@ -214,8 +214,8 @@ class LlamaAttention(GroupedQueryAttention):
         num_keys = keys.shape[2]
         heads = self._split_heads(self.W_q(queries))  # (B, H, Q, d)
         heads = self.rotary(heads, num_keys - num_queries)
-        mask = None
-        if causal:
+        mask = None  # one new query without a window sees every key
+        if causal and (num_queries > 1 or self.sliding_window is not None):
             mask = sliding_window_mask(
                 num_queries, num_keys, self.sliding_window, heads.device
             )  # (Q, K)
