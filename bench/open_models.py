@@ -21,6 +21,9 @@ Then the key/value cache per token of each at its published configuration (the c
 from the models' config files; bf16, 2 bytes a number), averaged over a context of 1K and of
 32K tokens: 2 N G d for grouped-query attention, N (r + d_R) for DeepSeek-V3's latent
 attention; a windowed block keeps only its window, so past it its share per token falls.
+Last, at the same width, multi-head, grouped-query, multi-query and latent attention (plain and
+absorbed): the numbers each caches a position and the time of one decoding step over a cache of
+--length positions (ours only).
 
 transformers is this script's peer, imported here; the package never imports it.
 
@@ -31,6 +34,7 @@ Usage:
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 import torch
@@ -39,7 +43,9 @@ import transformers as tf
 from course_pkg.models.deepseek import DeepSeekV3, deepseek_from_hf
 from course_pkg.models.gemma import Gemma3, gemma_from_hf
 from course_pkg.models.gpt import generate
-from course_pkg.models.llama import Llama, llama_from_hf
+from course_pkg.models.llama import Llama, LlamaAttention, llama_from_hf
+from course_pkg.nn.latent_attention import MultiHeadLatentAttention
+from course_pkg.nn.rotary import RotaryEmbedding
 
 import _common
 
@@ -354,7 +360,68 @@ def main() -> int:
             cache_bytes_per_token(config, n) / 1024 for n in (1024, 32768)
         )
         print(f"| {name:<16} | {short:>17.1f} | {long:>18.1f} |")
+    attention_at_equal_width(args, device)
     return 0
+
+
+def attention_at_equal_width(
+    args: argparse.Namespace, device: torch.device
+) -> None:
+    """Multi-head, grouped-query and latent attention at the same width D and H heads:
+    the numbers each caches a position, and the time to decode one token (one query
+    attending over a cache of --length positions), ours, in turns."""
+    D, H = args.dim, args.heads
+    d = D // H
+    rotary = RotaryEmbedding(d)
+    layers = {
+        f"MHA (H={H})": LlamaAttention(D, H, H, rotary=rotary),
+        f"GQA (G={max(H // 2, 1)})": LlamaAttention(
+            D, H, max(H // 2, 1), rotary=rotary
+        ),
+        "MQA (G=1)": LlamaAttention(D, H, 1, rotary=rotary),
+        f"MLA (r={D // 2}, dR={d // 2})": MultiHeadLatentAttention(
+            D, H, D // 2, nope_width=d // 2, rope_width=d // 2, value_width=d
+        ),
+    }
+    X = torch.randn(args.batch, args.length, D, device=device)
+    new = X[:, -1:]
+    paths, numbers = {}, {}
+    with torch.no_grad():
+        for name, layer in layers.items():
+            layer = layer.to(device).eval()
+            if isinstance(layer, MultiHeadLatentAttention):
+                cache = layer.cache(X)
+                numbers[name] = layer.cache_numel(1, 1)
+                plain = layer.attend(new, cache)
+                absorbed = layer.attend(new, cache, absorb=True)
+                if not (plain - absorbed).abs().max() <= 1e-4:
+                    raise SystemExit(
+                        "MLA: the absorbed path differs from the plain one"
+                    )
+                paths[name] = lambda at=layer, c=cache: at.attend(
+                    new, c, need_weights=False
+                )
+                paths[name + ", absorbed"] = lambda at=layer, c=cache: (
+                    at.attend(new, c, absorb=True)
+                )
+                numbers[name + ", absorbed"] = numbers[name]
+            else:
+                cache = layer.cache(X, X)
+                numbers[name] = layer.kv_cache_numel(1, 1)
+                paths[name] = lambda at=layer, c=cache: at.attend(
+                    new, c, causal=True, need_weights=False
+                )
+        seconds = _common.interleaved_medians(
+            paths, device, args.warmup, args.repeats
+        )
+    print(
+        f"\nattention at equal width (D={D}, H={H}, d={d}): the cache a position, and "
+        f"one decoding step over {args.length} cached positions (B={args.batch})"
+    )
+    print(f"| {'layer':<30} | {'numbers a position':>18} | {'ms a step':>9} |")
+    print(f"|{'-' * 32}|{'-' * 20}|{'-' * 11}|")
+    for name, value in seconds.items():
+        print(f"| {name:<30} | {numbers[name]:>18,} | {1000 * value:>9.3f} |")
 
 
 if __name__ == "__main__":

@@ -350,3 +350,36 @@ def test_bad_inputs_are_refused():
         deepseek_from_hf(state)
     block = ours.blks[1]
     assert isinstance(block, DeepSeekBlock)
+
+
+def test_the_fused_path_equals_the_explicit_one(float64):
+    # need_weights=False rebuilds keys and values and takes scaled_dot_product_attention
+    torch.manual_seed(0)
+    layer = MultiHeadLatentAttention(
+        D,
+        H,
+        KV_RANK,
+        nope_width=NOPE,
+        rope_width=ROPE,
+        value_width=VALUE,
+        q_rank=Q_RANK,
+    )
+    X = torch.randn(2, 9, D)
+    explicit = layer(X)
+    assert (layer(X, need_weights=False) - explicit).abs().max() <= EXACT_BOUND
+    assert layer.attention_weights is None
+    cache = layer.cache(X[:, :6])
+    step = layer.attend(
+        X[:, 6:7], layer.cache(X[:, 6:7], cache), need_weights=False
+    )
+    assert (step - explicit[:, 6:7]).abs().max() <= EXACT_BOUND
+    chunk = layer.attend(
+        X[:, 6:], layer.cache(X[:, 6:], cache), need_weights=False
+    )  # 3 queries over 9 keys: the (Q, t) mask
+    assert (chunk - explicit[:, 6:]).abs().max() <= EXACT_BOUND
+    ours = loaded(hf_model())
+    X = tokens()
+    with torch.no_grad():
+        assert (
+            ours(X, need_weights=False) - ours(X)
+        ).abs().max() <= EXACT_BOUND

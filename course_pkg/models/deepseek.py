@@ -114,7 +114,7 @@ class DeepSeekBlock(nn.Module):
     ) -> tuple[torch.Tensor, LatentCache]:
         """X (B, Q, D) at the new positions and the cache of those before
         (latents (B, t - Q, r)) -> (B, Q, D) and the cache of all t.
-        valid_lens must be None; the attention keeps its weights either way.
+        valid_lens must be None; need_weights=False takes the fused kernel.
         """
         if valid_lens is not None:
             raise ValueError(
@@ -122,7 +122,7 @@ class DeepSeekBlock(nn.Module):
             )
         normed = self.norm1(X)
         cache = self.attention.cache(normed, cache)
-        X = X + self.attention.attend(normed, cache)
+        X = X + self.attention.attend(normed, cache, need_weights=need_weights)
         return X + self.ffn(self.norm2(X)), cache
 
 

@@ -214,14 +214,17 @@ class LlamaAttention(GroupedQueryAttention):
         num_keys = keys.shape[2]
         heads = self._split_heads(self.W_q(queries))  # (B, H, Q, d)
         heads = self.rotary(heads, num_keys - num_queries)
-        mask = None  # one new query without a window sees every key
-        if causal and (num_queries > 1 or self.sliding_window is not None):
+        mask, is_causal = None, False
+        if causal and self.sliding_window is None and num_queries == num_keys:
+            is_causal = True  # the kernel's own causal mask: no (Q, K) tensor
+        elif causal and (num_queries > 1 or self.sliding_window is not None):
             mask = sliding_window_mask(
                 num_queries, num_keys, self.sliding_window, heads.device
-            )  # (Q, K)
+            )  # (Q, K); one new query without a window sees every key
         heads = F.scaled_dot_product_attention(
-            heads, keys, values, attn_mask=mask, enable_gqa=True
-        )  # (B, H, Q, d)
+            heads, keys, values, attn_mask=mask, is_causal=is_causal,
+            enable_gqa=True,
+        )  # (B, H, Q, d)  # fmt: skip
         self.attention_weights = None
         return self.W_o(
             heads.transpose(1, 2).reshape(batch_size, num_queries, -1)

@@ -35,6 +35,7 @@ import math
 from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from course_pkg.checks import (
@@ -128,12 +129,16 @@ class MultiHeadLatentAttention(nn.Module):
         self.attention_weights: torch.Tensor | None = None
 
     def forward(
-        self, X: torch.Tensor, *, absorb: bool = False
+        self,
+        X: torch.Tensor,
+        *,
+        absorb: bool = False,
+        need_weights: bool = True,
     ) -> torch.Tensor:
         """Causal self-attention over X (B, T, D) -> (B, T, D), through
-        :meth:`cache` and :meth:`attend`."""
+        :meth:`cache` and :meth:`attend` (absorb, need_weights as there)."""
         self._check_input(X)
-        return self._attend(X, self._cache(X, None), absorb)
+        return self._attend(X, self._cache(X, None), absorb, need_weights)
 
     def cache(
         self, X: torch.Tensor, past: LatentCache | None = None
@@ -150,14 +155,21 @@ class MultiHeadLatentAttention(nn.Module):
         return self._cache(X, past)
 
     def attend(
-        self, X: torch.Tensor, cache: LatentCache, *, absorb: bool = False
+        self,
+        X: torch.Tensor,
+        cache: LatentCache,
+        *,
+        absorb: bool = False,
+        need_weights: bool = True,
     ) -> torch.Tensor:
         """Causal attention from the last Q positions, X (B, Q, D), over the
         t cached ones (X's among them) -> (B, Q, D).
 
         absorb: score the queries against the latents with W_uk moved to the
         query side, and apply W_uv after the weighted sum (module docstring);
-        the same result, the keys and values never rebuilt.
+        the same result, the keys and values never rebuilt. need_weights:
+        False (without absorb) takes PyTorch's fused kernel and keeps no
+        weights.
         """
         self._check_input(X)
         self._check_cache(cache, X.shape[0])
@@ -166,7 +178,7 @@ class MultiHeadLatentAttention(nn.Module):
                 f"cache must hold at least X's Q={X.shape[1]} positions, got "
                 f"{cache.latents.shape[1]}"
             )
-        return self._attend(X, cache, absorb)
+        return self._attend(X, cache, absorb, need_weights)
 
     def cache_numel(self, batch_size: int, num_steps: int) -> int:
         """Numbers cached for batch_size sequences of num_steps positions:
@@ -187,13 +199,19 @@ class MultiHeadLatentAttention(nn.Module):
         return LatentCache(*(torch.cat(pair, 1) for pair in zip(past, new)))
 
     def _attend(
-        self, X: torch.Tensor, cache: LatentCache, absorb: bool
+        self,
+        X: torch.Tensor,
+        cache: LatentCache,
+        absorb: bool,
+        need_weights: bool = True,
     ) -> torch.Tensor:
         B, Q, H = X.shape[0], X.shape[1], self.num_heads
         t = cache.latents.shape[1]
         queries = self.W_q(X).view(B, Q, H, -1).transpose(1, 2)
         q_nope, q_rope = queries.split([self.nope_width, self.rope_width], -1)
         q_rope = self.rotary(q_rope, t - Q)  # (B, H, Q, dR)
+        if not need_weights and not absorb:
+            return self._fused(q_nope, q_rope, cache)
         scores = q_rope @ cache.rope_keys[:, None].transpose(-1, -2)
         up = self.W_kv_up.weight.view(H, -1, self.kv_rank)  # (H, dN + dV, r)
         W_uk, W_uv = up.split([self.nope_width, self.value_width], dim=1)
@@ -220,6 +238,32 @@ class MultiHeadLatentAttention(nn.Module):
                 -1, -2
             )  # (B, H, t, dV)
             heads = weights @ values
+        return self.W_o(
+            heads.transpose(1, 2).reshape(B, Q, H * self.value_width)
+        )
+
+    def _fused(
+        self, q_nope: torch.Tensor, q_rope: torch.Tensor, cache: LatentCache
+    ) -> torch.Tensor:
+        """The plain path through PyTorch's fused kernel: keys [W_uk c ; k^R]
+        and values W_uv c rebuilt, (B, H, t, .), then causal
+        scaled_dot_product_attention; no weights kept."""
+        B, H, Q = q_nope.shape[:3]
+        t = cache.latents.shape[1]
+        kv = self.W_kv_up(cache.latents).view(B, t, H, -1).transpose(1, 2)
+        k_nope, values = kv.split([self.nope_width, self.value_width], -1)
+        rope_keys = cache.rope_keys[:, None].expand(B, H, t, self.rope_width)
+        keys = torch.cat([k_nope, rope_keys], -1)  # (B, H, t, dN + dR)
+        queries = torch.cat([q_nope, q_rope], -1)  # (B, H, Q, dN + dR)
+        # Q = t: the kernel's own causal mask; one query sees every key;
+        # otherwise the last Q of t positions, a (Q, t) mask
+        mask = None
+        if Q not in (1, t):
+            mask = _attention_mask(None, Q, t, True, keys.device)
+        heads = F.scaled_dot_product_attention(
+            queries, keys, values, attn_mask=mask, is_causal=1 < Q == t
+        )
+        self.attention_weights = None
         return self.W_o(
             heads.transpose(1, 2).reshape(B, Q, H * self.value_width)
         )
