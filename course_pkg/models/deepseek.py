@@ -46,6 +46,7 @@ from course_pkg.models.hf_weights import (
     _count_blocks,
     _take,
 )
+from course_pkg.models.llama import _norm_head
 from course_pkg.nn.latent_attention import (
     LatentCache,
     MultiHeadLatentAttention,
@@ -226,16 +227,10 @@ class DeepSeekV3(GPT):
             ffn = dense if i < num_dense else experts()
             return DeepSeekBlock(num_hiddens, attention(), ffn, norm_eps)
 
-        def make_head() -> nn.Module:
-            return nn.Sequential(
-                RMSNorm(num_hiddens, norm_eps),
-                nn.Linear(num_hiddens, vocab_size, bias=False),
-            )
-
         super().__init__(
             vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks,
             0.0, max_len, positional="none", make_block=make_block,
-            make_head=make_head,
+            make_head=lambda: _norm_head(num_hiddens, vocab_size, norm_eps),
         )  # fmt: skip
         self.embedding_scale = 1.0
         self.num_dense = num_dense

@@ -40,7 +40,6 @@ import math
 from collections.abc import Callable, Mapping
 
 import torch
-from torch import nn
 
 from course_pkg.checks import (
     check_features,
@@ -61,6 +60,8 @@ from course_pkg.models.llama import (
     _check_attention_options,
     _check_shapes,
     _halves_to_pairs,
+    _layer,
+    _norm_head,
     _pairs_to_halves,
     _sizes,
 )
@@ -217,17 +218,12 @@ class Gemma3(VariantGPT):
                 head_width=head_width,
             )  # fmt: skip
 
-        def make_head() -> nn.Module:
-            return nn.Sequential(
-                RMSNorm(num_hiddens, norm_eps),
-                nn.Linear(num_hiddens, vocab_size, bias=False),
-            )
-
         super().__init__(
             vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks,
             dropout, max_len, positional="none", use_bias=False,
             num_kv_heads=num_kv_heads, norm="rms", ffn="swiglu",
-            placement="pre", make_block=make_block, make_head=make_head,
+            placement="pre", make_block=make_block,
+            make_head=lambda: _norm_head(num_hiddens, vocab_size, norm_eps),
         )  # fmt: skip
         self.dense[1].weight = self.embedding.weight
         self.embedding_scale = math.sqrt(num_hiddens)
@@ -383,13 +379,6 @@ def gemma_to_hf(
         result[their_name] = tensor
     _check_all_used(ours, used)
     return result
-
-
-def _layer(our_name: str) -> str:
-    """The layer a weight belongs to, without the block:
-    "blks.3.ffn.up.weight" -> "ffn.up", "dense.0.weight" -> "dense.0"."""
-    layer = our_name.removesuffix(".weight")
-    return layer.split(".", 2)[-1] if layer.startswith("blks.") else layer
 
 
 def _query_factor(head_width: int, query_pre_attn_scalar: object) -> float:

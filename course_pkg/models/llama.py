@@ -480,17 +480,12 @@ class Llama(VariantGPT):
                 norm_topk_prob=norm_topk_prob,
             )  # fmt: skip
 
-        def make_head() -> nn.Module:
-            return nn.Sequential(
-                RMSNorm(num_hiddens, norm_eps),
-                nn.Linear(num_hiddens, vocab_size, bias=False),
-            )
-
         super().__init__(
             vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks,
             dropout, max_len, positional="none", use_bias=False,
             num_kv_heads=num_kv_heads, norm="rms", ffn="swiglu",
-            placement="pre", make_block=make_block, make_head=make_head,
+            placement="pre", make_block=make_block,
+            make_head=lambda: _norm_head(num_hiddens, vocab_size, norm_eps),
         )  # fmt: skip
         self.embedding_scale = 1.0
         self.rope_type, self.qk_norm = rope_type, qk_norm
@@ -521,6 +516,17 @@ class Llama(VariantGPT):
                 "lengths)"
             )
         return super()._check_input(X, cache, valid_lens)
+
+
+def _norm_head(
+    num_hiddens: int, vocab_size: int, norm_eps: float
+) -> nn.Module:
+    """The output layer of the pre-norm decoders (Llama, Gemma, DeepSeek):
+    RMSNorm then Linear(D, V) without bias, (..., D) -> (..., V)."""
+    return nn.Sequential(
+        RMSNorm(num_hiddens, norm_eps),
+        nn.Linear(num_hiddens, vocab_size, bias=False),
+    )
 
 
 def _check_rotary(rotary: object, head_width: int) -> None:
@@ -782,12 +788,19 @@ def _renamed(
     used: set[str] = set()
     for our_name, their_name in pairs:
         tensor = _take(source, their_name if forward else our_name, used)
-        layer = our_name.split(".", 2)[-1].removesuffix(".weight")
+        layer = _layer(our_name)
         if layer in _PERMUTED or layer in _NORMS:
             tensor = permute(tensor, head_width)
         result[our_name if forward else their_name] = tensor
     _check_all_used(source, used)
     return result
+
+
+def _layer(our_name: str) -> str:
+    """The layer a weight belongs to, without the block:
+    "blks.3.ffn.up.weight" -> "ffn.up", "dense.0.weight" -> "dense.0"."""
+    layer = our_name.removesuffix(".weight")
+    return layer.split(".", 2)[-1] if layer.startswith("blks.") else layer
 
 
 def _sizes(
@@ -858,10 +871,7 @@ def _check_shapes(
         name = our_name if ours else their_name
         if name not in state:
             continue
-        layer = our_name.removesuffix(".weight")
-        if layer.startswith("blks."):
-            layer = layer.split(".", 2)[-1]
-        want = by_layer[layer]
+        want = by_layer[_layer(our_name)]
         got = tuple(state[name].shape)
         if got != want:
             raise ValueError(
