@@ -710,6 +710,20 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
     "nn.moe.load_balancing_loss": lambda: dict(
         router_logits=_float(6, 4), num_experts=4, top_k=2
     ),
+    "nn.moe.expert_load": lambda: dict(
+        router_logits=_float(6, 4), num_experts=4, top_k=2
+    ),
+    "models.published.build": lambda: dict(name="Mistral 7B"),
+    "models.published.count_parameters": lambda: dict(
+        model=llama.Llama(30, 16, 12, 4, 1, num_experts=2, top_k=1)
+    ),
+    "models.published.parameter_counts": lambda: dict(name="Mistral 7B"),
+    "models.published.cache_numel_per_token": lambda: dict(
+        name="Mistral 7B", context=8
+    ),
+    "models.published.flops_per_token": lambda: dict(
+        name="Mistral 7B", context=8
+    ),
     "nn.moe.moe_to_hf": lambda: dict(
         state_dict=moe.MoEFeedForward(8, 6, 4, 2).state_dict(), layout="fused"
     ),

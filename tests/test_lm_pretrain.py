@@ -427,3 +427,31 @@ def test_pretrain_lm_refuses_ids_outside_the_vocabulary_before_any_update(
         pretrain_lm(model, settings=settings, progress=False, **arguments)
     after = model.state_dict()
     assert all(torch.equal(before[n], after[n]) for n in before)
+
+
+def test_aux_loss_joins_the_update_but_not_the_recorded_loss():
+    tokens = torch.arange(200) % 11
+    valid = validation_windows(tokens, 8, 4)
+    settings = LMSettings(
+        batch_size=4, num_steps=8, num_updates=5, lr=1e-2, warmup_steps=1,
+        eval_every=5,
+    )  # fmt: skip
+    calls = []
+
+    def shrink(model):  # a large penalty on the weights' size
+        calls.append(model.training)
+        return 10.0 * sum((p**2).sum() for p in model.parameters())
+
+    plain = _model()
+    penalised = _model()
+    record = pretrain_lm(plain, tokens, *valid, settings, progress=False)
+    shrunk = pretrain_lm(
+        penalised, tokens, *valid, settings, progress=False, aux_loss=shrink
+    )
+    assert calls == [True] * 5  # once per update, in training mode
+    # the first update's language-model loss is recorded, not the sum
+    assert shrunk["step_loss"][0] == record["step_loss"][0]
+    norm = lambda m: sum((p**2).sum().item() for p in m.parameters())  # noqa: E731
+    assert norm(penalised) < 0.9 * norm(plain)
+    with pytest.raises(TypeError, match="aux_loss"):
+        pretrain_lm(_model(), tokens, *valid, settings, aux_loss=3.0)

@@ -27,6 +27,7 @@ from transformers.models.qwen3_moe.modeling_qwen3_moe import (
 from course_pkg.nn.modern_blocks import SwiGLUFFN
 from course_pkg.nn.moe import (
     MoEFeedForward,
+    expert_load,
     load_balancing_loss,
     moe_from_hf,
     moe_to_hf,
@@ -437,3 +438,28 @@ def test_dispatching_tokens_equals_running_every_expert():
         for e, expert in enumerate(ours.experts)
     )
     assert (ours(X).reshape(-1, D) - dense).abs().max() <= 1e-15
+
+
+def test_expert_load_is_each_experts_share_of_the_choices():
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(50, E, generator=generator, dtype=F64)
+    load = expert_load(logits, E, 2)
+    chosen = logits.topk(2, dim=-1).indices
+    counts = torch.stack([(chosen == e).sum() for e in range(E)]).to(F64)
+    assert torch.equal(load, counts / counts.sum())
+    assert load.sum().item() == pytest.approx(1.0, abs=1e-15)
+    # a list of layers counts as their concatenation
+    halves = [logits[:20], logits[20:]]
+    assert torch.equal(expert_load(halves, E, 2), load)
+    # the balancing loss's f_e is k times the load
+    probs = logits.softmax(-1)
+    manual = E * (2 * load * probs.mean(0)).sum()
+    assert (
+        abs(load_balancing_loss(logits, E, 2).item() - manual.item()) < 1e-12
+    )
+
+
+def test_expert_load_of_a_collapsed_router_is_one_hot():
+    logits = torch.zeros(10, E, dtype=F64)
+    logits[:, 2] = 5.0
+    assert expert_load(logits, E, 1).tolist() == [0.0, 0.0, 1.0, 0.0]

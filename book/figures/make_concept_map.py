@@ -141,6 +141,14 @@ CONCEPTS = {
         "key/value cache, paging,\nspeculative decoding",
         "today",
     ),
+    "open_models": Concept(
+        8.75,
+        -1.0,
+        "Today's open models",
+        "ch. 18",
+        "Llama, Gemma, DeepSeek…:\nexperts, latent attention",
+        "today",
+    ),
 }
 
 # (from, to, label, dashed): an arrow reads "is used by"; a label sits above
@@ -163,6 +171,8 @@ LINKS = [
     ("model", "distributed", "", False),
     ("model", "inference", "", False),
     ("pretraining", "real_text", "", False),
+    ("scale", "open_models", "", False),
+    ("inference", "open_models", "", False),
 ]
 
 
@@ -190,9 +200,9 @@ def _draw_box(ax, c: Concept) -> None:
 
 
 def draw(ax) -> None:
-    """Draw the concept map on ax (an axes of about 12.5 x 7.2 inches)."""
+    """Draw the concept map on ax (an axes of about 12.5 x 9.2 inches)."""
     ax.set_xlim(0.0, 12.5)
-    ax.set_ylim(-0.25, 6.95)
+    ax.set_ylim(-2.05, 6.95)
     ax.set_aspect("equal")
     ax.axis("off")
     for c in CONCEPTS.values():
@@ -223,8 +233,8 @@ def draw(ax) -> None:
             None,  # matplotlib's default
         ),
         (
-            0.05,
-            "Part II — transformers today (chapters 9–17), built on the finished model",
+            -1.9,
+            "Part II — transformers today (chapters 9–18), built on the finished model",
             "today",
             None,
         ),
@@ -243,7 +253,7 @@ def draw(ax) -> None:
 
 
 def main() -> None:
-    fig, ax = plt.subplots(figsize=(12.5, 7.2))
+    fig, ax = plt.subplots(figsize=(12.5, 9.2))
     draw(ax)
     fig.savefig(OUT, bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)

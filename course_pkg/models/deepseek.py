@@ -1,7 +1,7 @@
 """DeepSeek-V3: multi-head latent attention and a mixture of experts with shared
 experts, built from the course's pieces.
 
-For the planned chapter on today's open models (not written yet). A
+Chapter: "Today's open models". A
 DeepSeek-V3 (DeepSeek-AI 2024) block is pre-norm, X + MLA(RMSNorm(X)), then
 + FFN(RMSNorm(.)), with
 :class:`~course_pkg.nn.latent_attention.MultiHeadLatentAttention` (the

@@ -1,6 +1,6 @@
 """Gemma 3 (text): Llama's pieces with local and global layers and four norms a block.
 
-For the planned chapter on today's open models (not written yet). Gemma 3
+Chapter: "Today's open models". Gemma 3
 (Gemma Team 2025) is a :class:`~course_pkg.models.llama.Llama` with QK-norm
 and these changes:
 

@@ -1,6 +1,6 @@
 """Llama: the decoder-only model of open LLMs, built from the course's pieces.
 
-Chapter: "Attention at scale". A Llama (Touvron et al. 2023) is the
+Chapter: "Today's open models". A Llama (Touvron et al. 2023) is the
 course's pre-norm GPT (:class:`course_pkg.models.variant_gpt.VariantGPT`
 with ``placement="pre"``) with RMSNorm
 (:class:`course_pkg.nn.modern_blocks.RMSNorm`), a SwiGLU FFN

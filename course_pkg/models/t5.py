@@ -1,6 +1,6 @@
 """T5 (v1.1): the encoder-decoder whose positions are a learned bias on the scores.
 
-For the planned chapter on today's open models (not written yet). T5 (Raffel et
+Chapter: "Today's open models". T5 (Raffel et
 al. 2020; v1.1 and Flan-T5 as here) is the Transformer of the course's
 chapter 7 with these changes:
 

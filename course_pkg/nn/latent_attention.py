@@ -1,7 +1,7 @@
 """Multi-head latent attention (MLA): keys and values rebuilt from a small
 cached latent (DeepSeek-V2, DeepSeek-AI 2024; DeepSeek-V3).
 
-For the planned chapter on today's open models (not written yet). The
+Chapter: "Today's open models". The
 key/value cache of multi-head attention holds 2 H d numbers a position, that
 of grouped-query attention (:mod:`course_pkg.nn.grouped_query`) 2 G d. MLA
 caches one vector c_t of r numbers a position (``kv_rank``; 512 in

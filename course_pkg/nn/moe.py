@@ -3,7 +3,7 @@ al. 2022; Mixtral, Jiang et al. 2024), its load-balancing loss, and the
 converters of one layer's weights to and from Hugging Face's
 ``MixtralSparseMoeBlock`` / ``Qwen3MoeSparseMoeBlock``.
 
-Chapter: "Attention at scale". The layer holds E feed-forward networks, the
+Chapter: "Today's open models". The layer holds E feed-forward networks, the
 experts (each a :class:`~course_pkg.nn.modern_blocks.SwiGLUFFN`), and a
 linear router. For each token x the router scores the experts,
 p = softmax(W_r x), keeps the k largest probabilities (top-k), and the
@@ -364,6 +364,40 @@ def load_balancing_loss(
         ValueError: if a tensor is not (N, E) with N >= 1, the tensors are
             on different devices, a size is < 1 or top_k > num_experts.
     """
+    logits = _checked_logits(router_logits, num_experts, top_k)  # (N, E)
+    probs = _probabilities(logits)
+    tokens_per_expert = (
+        _choices(probs, top_k) / logits.shape[0]
+    )  # f, sums to k
+    prob_per_expert = probs.mean(0)  # P, sums to 1
+    return num_experts * (tokens_per_expert * prob_per_expert).sum()
+
+
+def expert_load(
+    router_logits: torch.Tensor | Sequence[torch.Tensor],
+    num_experts: int,
+    top_k: int = 2,
+) -> torch.Tensor:
+    """Each expert's share of the top-k choices the router made: how the
+    layer's work was split. An even split gives 1 / E each.
+
+    Args:
+        router_logits, num_experts, top_k: as :func:`load_balancing_loss`.
+    Returns:
+        (E,) tensor in the probabilities' dtype, summing to 1: f_e / k.
+    Raises:
+        TypeError/ValueError: as :func:`load_balancing_loss`.
+    """
+    logits = _checked_logits(router_logits, num_experts, top_k)
+    choices = _choices(_probabilities(logits), top_k)
+    return choices / choices.sum()
+
+
+def _checked_logits(
+    router_logits: object, num_experts: object, top_k: object
+) -> torch.Tensor:
+    """The router logits (N, E) of one layer or of a list of layers,
+    checked and concatenated."""
     _check_top_k(top_k, num_experts)
     shape = f"(N, E={num_experts})"
     if isinstance(router_logits, (list, tuple)):
@@ -383,16 +417,19 @@ def load_balancing_loss(
                 f"got {tuple(logits.shape)}"
             )
     check_same_float_dtype(**named)
-    logits = torch.cat(list(named.values()))  # (N, E)
-    probs = _probabilities(logits)
+    return torch.cat(list(named.values()))
+
+
+def _choices(probs: torch.Tensor, top_k: int) -> torch.Tensor:
+    """How many tokens chose each expert among their top k: (N, E) -> (E,)
+    in probs' dtype."""
     chosen = probs.topk(top_k, dim=-1).indices.reshape(-1)  # (N k,)
-    counts = torch.zeros(num_experts, dtype=probs.dtype, device=probs.device)
-    counts = counts.scatter_add(
+    counts = torch.zeros(
+        probs.shape[1], dtype=probs.dtype, device=probs.device
+    )
+    return counts.scatter_add(
         0, chosen, torch.ones_like(chosen, dtype=probs.dtype)
     )
-    tokens_per_expert = counts / logits.shape[0]  # f, sums to k
-    prob_per_expert = probs.mean(0)  # P, sums to 1
-    return num_experts * (tokens_per_expert * prob_per_expert).sum()
 
 
 # ------------------------------------------------------- Hugging Face's weights

@@ -2,7 +2,7 @@
 key-minus-query offsets (Raffel et al. 2020; the buckets of Mesh
 TensorFlow).
 
-Chapter: "Attention at scale". T5 adds no position to the tokens. Each head
+Chapter: "Today's open models". T5 adds no position to the tokens. Each head
 h adds a learned number b_h(bucket(j - i)) to the score of query i and key
 j, shared by all layers (T5 computes it in the first layer and passes it
 on). The offsets go into buckets: half of them (per direction) hold one

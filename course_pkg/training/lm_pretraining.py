@@ -582,6 +582,7 @@ def _check_run(
     settings: Any,
     device: Any,
     on_eval: Any,
+    aux_loss: Any,
 ) -> torch.device:
     """:func:`pretrain_lm`'s arguments checked; the device to train on."""
     if not isinstance(settings, LMSettings):
@@ -603,8 +604,9 @@ def _check_run(
         ("valid_Y", valid_Y),
     ):
         _check_ids(name, ids, vocab_size)
-    if on_eval is not None:
-        check_callable("on_eval", on_eval)
+    for name, hook in (("on_eval", on_eval), ("aux_loss", aux_loss)):
+        if hook is not None:
+            check_callable(name, hook)
     return device
 
 
@@ -614,12 +616,17 @@ def _train_update(
     batch: tuple[torch.Tensor, torch.Tensor],
     lr: float,
     grad_clip: float | None,
+    aux_loss: Callable[[nn.Module], torch.Tensor] | None,
 ) -> float:
-    """One AdamW update at rate lr on a batch (X, Y); its loss."""
+    """One AdamW update at rate lr on a batch (X, Y), on the language-model
+    loss plus aux_loss(model) where given; the language-model loss."""
     for group in optimizer.param_groups:
         group["lr"] = lr
     model.train()
-    return optimizer_step(model, optimizer, lm_loss(model, *batch), grad_clip)
+    loss = lm_loss(model, *batch)
+    total = loss if aux_loss is None else loss + aux_loss(model)
+    optimizer_step(model, optimizer, total, grad_clip)
+    return loss.item()
 
 
 def _progress_bar(settings: LMSettings, progress: bool | None) -> tqdm:
@@ -644,6 +651,7 @@ def pretrain_lm(
     device: torch.device | str | None = None,
     progress: bool | None = None,
     on_eval: Callable[[int, nn.Module, float], None] | None = None,
+    aux_loss: Callable[[nn.Module], torch.Tensor] | None = None,
 ) -> dict[str, Any]:
     """Train a language model on random windows of a token stream.
 
@@ -655,6 +663,12 @@ def pretrain_lm(
     Args:
         model: maps (B, T) ids to (B, T, V) scores. train_tokens: (N,) ids.
         device: None: the model's. progress: tqdm bar (None: on a tty).
+        on_eval: called as on_eval(s, model, loss) after each evaluation.
+        aux_loss: None, or a function of the model, called after each
+            training forward, whose () tensor is added to the loss the update
+            minimises (e.g. a weighted load-balancing loss of the router
+            logits the forward left on the model); ``step_loss`` records the
+            language-model loss alone.
     Raises:
         TypeError, ValueError: on bad arguments, before the first update.
     Returns:
@@ -663,8 +677,9 @@ def pretrain_lm(
         ``tokens_per_s``, ``settings``. The model is left in eval mode.
     """
     device = _check_run(
-        model, train_tokens, valid_X, valid_Y, settings, device, on_eval
-    )
+        model, train_tokens, valid_X, valid_Y, settings, device, on_eval,
+        aux_loss,
+    )  # fmt: skip
     s, seconds = settings, 0.0
     optimizer = adamw(model.to(device), s)
     generator = torch.Generator().manual_seed(s.seed)
@@ -678,7 +693,9 @@ def pretrain_lm(
             )
             lr = s.lr_at(update)
             batch = (X.to(device), Y.to(device))
-            loss = _train_update(model, optimizer, batch, lr, s.grad_clip)
+            loss = _train_update(
+                model, optimizer, batch, lr, s.grad_clip, aux_loss
+            )
             seconds += time.perf_counter() - start  # .item() waited for it
             record["step_loss"].append(loss)
             record["step_lr"].append(lr)
