@@ -141,3 +141,27 @@ def test_refuses_bad_construction(args, error, match):
 def test_refuses_bad_input(call, error, match):
     with pytest.raises(error, match=match):
         call(RotaryEmbedding(4))
+
+
+def test_the_kept_angles_are_those_of_the_positions_asked_for():
+    """_cos_sin keeps the last (cos, sin): a call with other positions, another dtype or
+    inside inference_mode must not reuse them."""
+    rope = RotaryEmbedding(8)
+    X = torch.randn(2, 5, 8, dtype=torch.float64)
+
+    def fresh(X, offset):
+        return RotaryEmbedding(8)(X, offset)
+
+    assert torch.equal(rope(X, 3), fresh(X, 3))
+    assert torch.equal(rope(X, 3), fresh(X, 3))  # kept, the same
+    assert torch.equal(rope(X, 4), fresh(X, 4))  # another offset
+    assert torch.equal(rope(X[:, :2], 4), fresh(X[:, :2], 4))  # another length
+    assert torch.equal(rope(X.float(), 4), fresh(X.float(), 4))  # another dtype
+    with torch.inference_mode():
+        rope(X, 4)
+    # angles made under inference_mode are not reused where autograd records
+    leaf = X.clone().requires_grad_()
+    rope(leaf, 4).sum().backward()
+    assert leaf.grad is not None
+    rope.position_scale = 2.0  # a changed setting is not served stale angles
+    assert torch.equal(rope(X, 4), RotaryEmbedding(8, position_scale=2.0)(X, 4))

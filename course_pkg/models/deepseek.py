@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from course_pkg.checks import (
+    check_features,
     check_nonnegative_number,
     check_positive_int,
     check_positive_number,
@@ -117,14 +118,15 @@ class DeepSeekBlock(nn.Module):
         (latents (B, t - Q, r)) -> (B, Q, D) and the cache of all t.
         valid_lens must be None; need_weights=False takes the fused kernel.
         """
+        check_features("X", X, self.num_hiddens, self)
         if valid_lens is not None:
             raise ValueError(
                 "valid_lens must be None: DeepSeek's blocks take no lengths"
             )
-        normed = self.norm1(X)
+        normed = self.norm1._normalise(X)
         cache = self.attention.cache(normed, cache)
         X = X + self.attention.attend(normed, cache, need_weights=need_weights)
-        return X + self.ffn(self.norm2(X)), cache
+        return X + self.ffn(self.norm2._normalise(X)), cache
 
 
 class DeepSeekV3(GPT):

@@ -123,14 +123,14 @@ class GemmaBlock(LlamaBlock):
         sublayer outputs normalised."""
         check_tensor("X", X, 3, f"(B, Q, {self.num_hiddens})")
         check_features("X", X, self.num_hiddens, self)
-        normed = self.norm1(X)
+        normed = self.norm1._normalise(X)
         cache = self.attention.cache(normed, normed, past=cache)
         attended = self.attention.attend(
             normed, cache, valid_lens, causal=True, need_weights=need_weights
         )
-        X = X + self.dropout(self.post_norm1(attended))
-        ffn_out = self.ffn(self.norm2(X))
-        return X + self.dropout(self.post_norm2(ffn_out)), cache
+        X = X + self.dropout(self.post_norm1._normalise(attended))
+        ffn_out = self.ffn(self.norm2._normalise(X))
+        return X + self.dropout(self.post_norm2._normalise(ffn_out)), cache
 
 
 class Gemma3(VariantGPT):

@@ -101,7 +101,7 @@ class _HeadNormLinear(nn.Linear):
 
     def forward(self, X: torch.Tensor) -> torch.Tensor:
         heads = super().forward(X).unflatten(-1, (-1, self.head_width))
-        return self.norm(heads).flatten(-2)
+        return self.norm._normalise(heads).flatten(-2)
 
 
 class LlamaAttention(GroupedQueryAttention):
@@ -213,13 +213,16 @@ class LlamaAttention(GroupedQueryAttention):
         batch_size, num_queries = queries.shape[:2]
         num_keys = keys.shape[2]
         heads = self._split_heads(self.W_q(queries))  # (B, H, Q, d)
-        heads = self.rotary(heads, num_keys - num_queries)
+        heads = self.rotary._rotate(heads, num_keys - num_queries)
         mask, is_causal = None, False
-        if causal and self.sliding_window is None and num_queries == num_keys:
+        window = self.sliding_window
+        if window is not None and num_keys <= window:
+            window = None  # every key is in every query's window
+        if causal and window is None and num_queries == num_keys:
             is_causal = True  # the kernel's own causal mask: no (Q, K) tensor
-        elif causal and (num_queries > 1 or self.sliding_window is not None):
+        elif causal and (num_queries > 1 or window is not None):
             mask = sliding_window_mask(
-                num_queries, num_keys, self.sliding_window, heads.device
+                num_queries, num_keys, window, heads.device
             )  # (Q, K); one new query without a window sees every key
         heads = F.scaled_dot_product_attention(
             heads, keys, values, attn_mask=mask, is_causal=is_causal,
@@ -267,7 +270,7 @@ class LlamaAttention(GroupedQueryAttention):
         keys, values = cache
         batch_size, num_queries = queries.shape[:2]
         heads = self._split_heads(self.W_q(queries))  # (B, H, Q, d)
-        heads = self.rotary(heads, keys.shape[2] - num_queries)
+        heads = self.rotary._rotate(heads, keys.shape[2] - num_queries)
         heads = sliding_window_attention(
             heads, keys, values, self.sliding_window
         )  # (B, H, Q, d)
@@ -367,13 +370,13 @@ class LlamaBlock(nn.Module):
         weights or not. TypeError/ValueError if X is not (B, Q, D)."""
         check_tensor("X", X, 3, f"(B, Q, {self.num_hiddens})")
         check_features("X", X, self.num_hiddens, self)
-        normed = self.norm1(X)
+        normed = self.norm1._normalise(X)
         cache = self.attention.cache(normed, normed, past=cache)
         attended = self.attention.attend(
             normed, cache, valid_lens, causal=True, need_weights=need_weights
         )
         X = X + self.dropout(attended)
-        return X + self.dropout(self.ffn(self.norm2(X))), cache
+        return X + self.dropout(self.ffn(self.norm2._normalise(X))), cache
 
 
 class Llama(VariantGPT):

@@ -180,7 +180,7 @@ class GroupedQueryAttention(MultiHeadAttention):
         offset = 0 if past is None else past.keys.shape[2]
         keys = self._split_heads(self.W_k(keys), self.num_kv_heads)
         if self.rotary is not None:
-            keys = self.rotary(keys, offset)  # (B, G, K_new, d)
+            keys = self.rotary._rotate(keys, offset)  # (B, G, K_new, d)
         new = KVCache(
             keys, self._split_heads(self.W_v(values), self.num_kv_heads)
         )
@@ -228,7 +228,7 @@ class GroupedQueryAttention(MultiHeadAttention):
             .permute(0, 2, 3, 1, 4)
         )  # (B, G, H / G, Q, d)
         if self.rotary is not None:
-            grouped_queries = self.rotary(
+            grouped_queries = self.rotary._rotate(
                 grouped_queries, num_keys - num_queries
             )
         # Each key/value head serves its group by broadcasting, not copying.

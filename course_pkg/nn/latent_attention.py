@@ -192,7 +192,8 @@ class MultiHeadLatentAttention(nn.Module):
             [self.kv_rank, self.rope_width], dim=-1
         )  # (B, Q, r), (B, Q, dR)
         new = LatentCache(
-            self.kv_norm(latents), self.rotary(rope_keys, offset)
+            self.kv_norm._normalise(latents),
+            self.rotary._rotate(rope_keys, offset),
         )
         if past is None:
             return new
@@ -209,7 +210,7 @@ class MultiHeadLatentAttention(nn.Module):
         t = cache.latents.shape[1]
         queries = self.W_q(X).view(B, Q, H, -1).transpose(1, 2)
         q_nope, q_rope = queries.split([self.nope_width, self.rope_width], -1)
-        q_rope = self.rotary(q_rope, t - Q)  # (B, H, Q, dR)
+        q_rope = self.rotary._rotate(q_rope, t - Q)  # (B, H, Q, dR)
         if not need_weights and not absorb:
             return self._fused(q_nope, q_rope, cache)
         scores = q_rope @ cache.rope_keys[:, None].transpose(-1, -2)

@@ -65,6 +65,10 @@ class RMSNorm(nn.Module):
         Raises TypeError/ValueError if X is not a tensor of last width D.
         """
         _check_width(X, self.num_hiddens, self, dtype=False)  # half X is fine
+        return self._normalise(X)
+
+    def _normalise(self, X: torch.Tensor) -> torch.Tensor:
+        """:meth:`forward` on a checked X (..., D) -> (..., D)."""
         eps = torch.finfo(X.dtype).eps if self.eps is None else self.eps
         half = X.dtype in (torch.float16, torch.bfloat16)
         wide = X.float() if half else X

@@ -68,6 +68,8 @@ class RotaryEmbedding(nn.Module):
             )
         self.head_width, self.base = head_width, float(base)
         self.position_scale = float(position_scale)
+        # (key, (cos, sin)) of the last positions asked for (_cos_sin)
+        self._last: tuple | None = None
 
     def angles(
         self,
@@ -123,16 +125,35 @@ class RotaryEmbedding(nn.Module):
             )
         if offset < 0:
             raise ValueError(f"offset must be >= 0, got {offset}")
-        # Angles in at least float32: half precision cannot tell position
-        # 2049 from 2050.
-        angle_dtype = torch.promote_types(X.dtype, torch.float32)
-        positions = torch.arange(
-            offset, offset + X.shape[-2], device=X.device, dtype=angle_dtype
-        )
-        angles = self.angles(positions, angle_dtype)  # (T, d/2)
-        cos, sin = angles.cos().to(X.dtype), angles.sin().to(X.dtype)
+        return self._rotate(X, offset)
+
+    def _rotate(self, X: torch.Tensor, offset: int) -> torch.Tensor:
+        """:meth:`forward` on checked inputs: X (..., T, d) -> (..., T, d)."""
+        cos, sin = self._cos_sin(offset, X.shape[-2], X.dtype, X.device)
         even, odd = X[..., 0::2], X[..., 1::2]  # (..., T, d/2) each
         rotated = torch.stack(
             [even * cos - odd * sin, even * sin + odd * cos], dim=-1
         )  # (..., T, d/2, 2)
         return rotated.flatten(-2)
+
+    def _cos_sin(
+        self, offset: int, T: int, dtype: torch.dtype, device: torch.device
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin (T, d/2) in dtype of the angles of positions offset,
+        ..., offset + T - 1. The last pair is kept: the blocks of a model
+        share one embedding and, at each step, ask for the same positions."""
+        key = (offset, T, dtype, device, self.base, self.position_scale)
+        key += (torch.is_inference_mode_enabled(),)
+        if self._last is None or self._last[0] != key:
+            # Angles in at least float32: half precision cannot tell
+            # position 2049 from 2050.
+            angle_dtype = torch.promote_types(dtype, torch.float32)
+            positions = torch.arange(
+                offset, offset + T, device=device, dtype=angle_dtype
+            )
+            angles = self.angles(positions, angle_dtype)  # (T, d/2)
+            self._last = (
+                key,
+                (angles.cos().to(dtype), angles.sin().to(dtype)),
+            )
+        return self._last[1]

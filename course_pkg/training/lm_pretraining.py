@@ -653,29 +653,17 @@ def pretrain_lm(
     on_eval: Callable[[int, nn.Module, float], None] | None = None,
     aux_loss: Callable[[nn.Module], torch.Tensor] | None = None,
 ) -> dict[str, Any]:
-    """Train a language model on random windows of a token stream.
-
-    Update s = 1..S: :func:`random_windows`, an AdamW step on
-    :func:`lm_loss` at the rate ``lr * warmup_cosine(s)``, the gradient norm
-    clipped. At s = 0, every ``eval_every`` updates and at s = S: the loss on
-    the windows (valid_X, valid_Y) (M, T), then ``on_eval(s, model, loss)``.
-
-    Args:
-        model: maps (B, T) ids to (B, T, V) scores. train_tokens: (N,) ids.
-        device: None: the model's. progress: tqdm bar (None: on a tty).
-        on_eval: called as on_eval(s, model, loss) after each evaluation.
-        aux_loss: None, or a function of the model, called after each
-            training forward, whose () tensor is added to the loss the update
-            minimises (e.g. a weighted load-balancing loss of the router
-            logits the forward left on the model); ``step_loss`` records the
-            language-model loss alone.
-    Raises:
-        TypeError, ValueError: on bad arguments, before the first update.
-    Returns:
-        dict: ``step_loss``, ``step_lr``, ``eval_updates``, ``eval_loss``
-        (nats/token), ``num_tokens``, ``train_seconds`` (updates only),
-        ``tokens_per_s``, ``settings``. The model is left in eval mode.
-    """
+    """Train a language model, (B, T) ids -> (B, T, V) scores, on random
+    windows of train_tokens (N,). Update s = 1..S: an AdamW step on
+    :func:`lm_loss` plus ``aux_loss(model)`` where given (e.g. a weighted
+    load-balancing loss), at the rate ``lr * warmup_cosine(s)``, clipped.
+    At s = 0, every ``eval_every`` updates and at S: the loss on the windows
+    (valid_X, valid_Y) (M, T), then ``on_eval(s, model, loss)``. device:
+    None, the model's; progress: a tqdm bar (None: on a tty). Raises
+    TypeError/ValueError on bad arguments, before the first update. Returns
+    {step_loss (the language-model loss), step_lr, eval_updates, eval_loss
+    (nats/token), num_tokens, train_seconds, tokens_per_s, settings}; the
+    model is left in eval mode."""
     device = _check_run(
         model, train_tokens, valid_X, valid_Y, settings, device, on_eval,
         aux_loss,
@@ -683,8 +671,9 @@ def pretrain_lm(
     s, seconds = settings, 0.0
     optimizer = adamw(model.to(device), s)
     generator = torch.Generator().manual_seed(s.seed)
-    names = ("step_loss", "step_lr", "eval_updates", "eval_loss")
-    record = {name: [] for name in names}
+    record = {
+        n: [] for n in ("step_loss", "step_lr", "eval_updates", "eval_loss")
+    }
     for update in (bar := _progress_bar(s, progress)):
         if update > 0:
             start = time.perf_counter()
