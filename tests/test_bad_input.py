@@ -300,6 +300,13 @@ FLASH = dict(
 QKV = dict(
     queries=_float(2, 3, 8), keys=_float(2, 4, 8), values=_float(2, 4, 8)
 )
+# (B, H, Q, d), (B, H, K, d), (B, H, K, d_v): the chapter "Beyond softmax
+# attention"'s functions
+KERNEL_QKV = dict(
+    queries=_float(2, 2, 3, 4),
+    keys=_float(2, 2, 4, 4),
+    values=_float(2, 2, 4, 4),
+)
 
 # Valid arguments of what cannot be made up: "key" -> () -> {name: value}.
 # For a method, the instance is built from its class's valid call unless
@@ -1087,6 +1094,44 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
         optimizer=torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=1.0),
         num_hiddens=8,
         warmup_steps=2,
+    ),
+    "nn.linear_attention.elu_feature_map": lambda: dict(X=_float(2, 3, 4)),
+    "nn.linear_attention.linear_attention": lambda: dict(KERNEL_QKV),
+    "nn.linear_attention.quadratic_kernel_attention": lambda: dict(KERNEL_QKV),
+    "nn.linear_attention.linear_attention_recurrent": lambda: dict(KERNEL_QKV),
+    "nn.linear_attention.LinearAttention.forward": lambda: dict(QKV),
+    "nn.random_features.positive_random_features": lambda: dict(
+        X=_float(2, 3, 4), W=_float(6, 4)
+    ),
+    "nn.random_features.softmax_kernel_estimate": lambda: dict(
+        queries=_float(3, 4), keys=_float(5, 4), W=_float(6, 4)
+    ),
+    "nn.random_features.performer_attention": lambda: dict(
+        KERNEL_QKV, W=_float(6, 4)
+    ),
+    "nn.low_rank.linformer_attention": lambda: dict(
+        KERNEL_QKV, key_projection=_float(2, 4), value_projection=_float(2, 4)
+    ),
+    "nn.lsh_attention.lsh_buckets": lambda: dict(
+        X=_float(2, 3, 4), rotations=_float(4, 2)
+    ),
+    "nn.lsh_attention.lsh_attention": lambda: dict(
+        queries=_float(2, 2, 3, 4),
+        values=_float(2, 2, 3, 4),
+        num_buckets=2,
+        generator=torch.Generator().manual_seed(0),
+    ),
+    "nn.attention_graphs.global_local_graph": lambda: dict(
+        num_tokens=5, window=2, global_tokens=[0]
+    ),
+    "nn.attention_graphs.num_edges": lambda: dict(
+        mask=torch.ones(3, 4, dtype=torch.bool)
+    ),
+    "nn.attention_graphs.receptive_field": lambda: dict(
+        mask=torch.ones(4, 4, dtype=torch.bool).tril(), num_layers=2
+    ),
+    "nn.attention_graphs.graph_attention": lambda: dict(
+        KERNEL_QKV, mask=torch.ones(3, 4, dtype=torch.bool).tril()
     ),
 }
 

@@ -40,6 +40,7 @@ from course_pkg.nn import blocks, modern_blocks, positional, scoring
 from course_pkg.nn.attention import MultiHeadAttention
 from course_pkg.nn.grouped_query import GroupedQueryAttention
 from course_pkg.nn.latent_attention import MultiHeadLatentAttention
+from course_pkg.nn.linear_attention import LinearAttention
 from course_pkg.nn.moe import DeepSeekMoE, MoEFeedForward
 from course_pkg.nn.relative_position import RelativePositionBias
 from course_pkg.nn.rope_scaling import Llama3RotaryEmbedding
@@ -320,6 +321,9 @@ FORWARDS = {
     VariantBlock: lambda d: VariantBlock(
         8, 16, 4, 0.1, num_kv_heads=1, ffn="swiglu"
     ).to(d)(_x(d, 2, 5, 8))[0],
+    LinearAttention: lambda d: LinearAttention(8, 2).to(d)(
+        _x(d, 2, 6, 8), _x(d, 2, 6, 8), _x(d, 2, 6, 8), causal=True
+    ),
 }
 
 

@@ -156,7 +156,9 @@ def test_the_kept_angles_are_those_of_the_positions_asked_for():
     assert torch.equal(rope(X, 3), fresh(X, 3))  # kept, the same
     assert torch.equal(rope(X, 4), fresh(X, 4))  # another offset
     assert torch.equal(rope(X[:, :2], 4), fresh(X[:, :2], 4))  # another length
-    assert torch.equal(rope(X.float(), 4), fresh(X.float(), 4))  # another dtype
+    assert torch.equal(
+        rope(X.float(), 4), fresh(X.float(), 4)
+    )  # another dtype
     with torch.inference_mode():
         rope(X, 4)
     # angles made under inference_mode are not reused where autograd records
@@ -164,4 +166,6 @@ def test_the_kept_angles_are_those_of_the_positions_asked_for():
     rope(leaf, 4).sum().backward()
     assert leaf.grad is not None
     rope.position_scale = 2.0  # a changed setting is not served stale angles
-    assert torch.equal(rope(X, 4), RotaryEmbedding(8, position_scale=2.0)(X, 4))
+    assert torch.equal(
+        rope(X, 4), RotaryEmbedding(8, position_scale=2.0)(X, 4)
+    )

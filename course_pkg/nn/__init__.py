@@ -10,5 +10,8 @@ window mask, the rolling cache), ``gru`` (the GRU layer), ``blocks`` (FFN,
 AddNorm, the encoder and decoder blocks, the token embedding), ``modern_blocks``
 (RMSNorm, SwiGLU, GeGLU, pre-norm blocks), ``moe`` (the mixture-of-experts
 feed-forward layers), ``latent_attention`` (DeepSeek's multi-head latent
-attention).
+attention); beyond softmax attention: ``linear_attention`` (kernel attention,
+its recurrent form with decay), ``random_features`` (Performer's FAVOR+),
+``low_rank`` (Linformer), ``lsh_attention`` (Reformer's LSH buckets),
+``attention_graphs`` (masks as graphs: windows, global and random edges).
 """
