@@ -46,6 +46,11 @@ RUNS = {
         "--device cpu --threads 1 --seeds 1 --epochs 1 --limit 64",
         ["over 1 seeds: min / mean / max", "| smoothing |", "| warmup |"],
     ),
+    "subquadratic.py": (
+        "--device cpu --threads 1 --lengths 64 128 --fit-from 64 --block-size 32"
+        " --features 16 --rank 16 --warmup 0 --repeats 1",
+        ["slope of log time and log memory", "| low-rank  |", "their error"],
+    ),
     "open_models.py": (
         "--device cpu --threads 1 --dim 32 --heads 2 --blocks 1 --vocab 50"
         " --batch 1 --length 16 --prompt 4 --new 3 --warmup 0 --repeats 1",

@@ -160,6 +160,9 @@ class Visit:
     mathjax: str = ""  # "absent", "typeset" or what went wrong
     mathjax_src: str = ""
     info: dict = field(default_factory=dict)  # filled by COLLECT_JS
+    # the full-page screenshot, for a person to review, failed twice (Chromium's capture of a
+    # tall page can fail under load); no test reads it: the page itself loaded
+    screenshot_error: str = ""
 
 
 COLLECT_JS = r"""
@@ -289,17 +292,24 @@ def open_page(
         )  # an image still loading then fails its test
         visit.info = page.evaluate(COLLECT_JS)
         visit.final_url = page.url
-        if screenshot is not None:
-            screenshot.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(
-                path=str(screenshot),
-                full_page=True,
-                timeout=SCREENSHOT_TIMEOUT_MS,
-            )
     except (
         Exception
     ) as exc:  # recorded, so that one broken page fails its own tests only
         visit.error = f"{type(exc).__name__}: {exc}"
+        return visit, page
+    if screenshot is not None:
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(2):
+            try:
+                page.screenshot(
+                    path=str(screenshot),
+                    full_page=True,
+                    timeout=SCREENSHOT_TIMEOUT_MS,
+                )
+                visit.screenshot_error = ""
+                break
+            except Exception as exc:  # Playwright's errors: the capture only
+                visit.screenshot_error = f"{type(exc).__name__}: {exc}"
     return visit, page
 
 
