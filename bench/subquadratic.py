@@ -22,8 +22,14 @@ measured. Also, as a check that each path computes what it claims, each approxim
 difference from exact attention at the shortest length (the approximations are not exact: these
 numbers are their error, not a bug). No target: this script measures.
 
+With ``--record`` it also writes one row per T (each path's time and peak) and one summary row
+(each path's slopes and crossover) to the record ``subquadratic``
+(``course_pkg/experiments/records/bench/subquadratic.jsonl``), from which the chapter "Beyond
+softmax attention" quotes them; without it nothing is written.
+
 Usage:
     python bench/subquadratic.py                         # T = 256 ... 16384, 1 thread
+    python bench/subquadratic.py --record                # the same, written to the chapter's record
     python bench/subquadratic.py --lengths 512 2048 --repeats 1
 """
 
@@ -38,6 +44,7 @@ import torch
 from course_pkg.device import describe_device, seed_everything
 from course_pkg.evaluation.cost import median_seconds
 from course_pkg.evaluation.memory import peak_memory
+from course_pkg.experiments import bench_records
 from course_pkg.kernels.blockwise import blockwise_attention
 from course_pkg.nn.linear_attention import linear_attention
 from course_pkg.nn.low_rank import linformer_attention
@@ -100,6 +107,11 @@ def main() -> None:
         },
         lengths=[256, 512, 1024, 2048, 4096, 8192, 16384],
     )
+    options.add_argument(
+        "--record",
+        action="store_true",
+        help="write the rows to the chapter's record (bench_records 'subquadratic')",
+    )
     args = options.parse_args()
     start = time.perf_counter()
     device = device_of(args)
@@ -156,6 +168,7 @@ def main() -> None:
         f"| {'path':<9} | {'time slope':>10} | {'memory slope':>12} | crossover |"
     )
     print(f"|{'-' * 11}|{'-' * 12}|{'-' * 14}|-----------|")
+    summary = {}
     for name in names:
         slopes = [
             fit_slope(fitted, [results[T][name][m] for T in fitted])
@@ -176,11 +189,39 @@ def main() -> None:
         print(
             f"| {name:<9} | {slopes[0]:>10.2f} | {slopes[1]:>12.2f} | {crossover:>9} |"
         )
+        summary |= {
+            f"{name} time slope": slopes[0],
+            f"{name} memory slope": slopes[1],
+            f"{name} crossover": crossover,
+        }
     print(
         f"\nlargest difference from exact attention at T={args.lengths[0]} (their error): "
         + ", ".join(f"{n} {e:.2e}" for n, e in errors.items())
     )
-    print(f"({(time.perf_counter() - start) / 60:.1f} min)")
+    minutes = (time.perf_counter() - start) / 60
+    print(f"({minutes:.1f} min)")
+    if args.record:
+        sizes = {
+            "batch": args.batch, "heads": args.heads, "width": args.width,
+            "block size": args.block_size, "features": args.features,
+            "rank": args.rank, "threads": torch.get_num_threads(),
+            "device": device.type,
+        }  # fmt: skip
+        rows = [
+            {
+                "T": T,
+                **sizes,
+                **{
+                    f"{name} {measure}": row[name][measure]
+                    for name in names
+                    for measure in ("time", "peak")
+                },
+            }  # fmt: skip
+            for T, row in results.items()
+        ]
+        rows.append({"T": "fit", "fit from": fitted[0], **sizes, **summary})
+        path = bench_records.write("subquadratic", __file__, rows, minutes)
+        print(f"record: {path}")
 
 
 if __name__ == "__main__":

@@ -57,6 +57,7 @@ from course_pkg.models import (
     gpt,
     gpt2,
     hf_weights,
+    kernel_lm,
     llama,
     luong,
     nadaraya_watson,
@@ -1130,12 +1131,43 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
     "nn.attention_graphs.receptive_field": lambda: dict(
         mask=torch.ones(4, 4, dtype=torch.bool).tril(), num_layers=2
     ),
+    "experiments.beyond_softmax.copy_batches": lambda: dict(
+        generator=torch.Generator().manual_seed(0)
+    ),
+    "experiments.beyond_softmax.recall_batches": lambda: dict(
+        num_pairs=2,
+        num_queries=1,
+        num_keys=3,
+        num_values=2,
+        generator=torch.Generator().manual_seed(0),
+    ),  # fmt: skip
+    "experiments.beyond_softmax.token_accuracy": lambda: dict(
+        model=kernel_lm.KernelLM(5, 8, 2, 1, 4),
+        batches=[(_ids(2, 4, 5) % 5, _ids(2, 4, 5) % 5)],
+        pad=4,
+    ),
+    "experiments.beyond_softmax.greedy_translate": lambda: dict(
+        model=kernel_lm.KernelLM(len(_lm_vocab()), 8, 2, 1, 16),
+        sentences=["a b"],
+        vocab=_lm_vocab(),
+        max_new_tokens=2,
+    ),
+    "models.kernel_lm.KernelSelfAttention.forward": lambda: dict(
+        X=_float(2, 3, 8)
+    ),
+    "models.kernel_lm.KernelBlock.forward": lambda: dict(X=_float(2, 3, 8)),
+    "models.kernel_lm.KernelLM.forward": lambda: dict(X=_ids(2, 4, 5) % 5),
     "nn.attention_graphs.graph_attention": lambda: dict(
         KERNEL_QKV, mask=torch.ones(3, 4, dtype=torch.bool).tril()
     ),
 }
 
 INSTANCES: dict[str, Callable[[], Any]] = {
+    "models.kernel_lm.KernelSelfAttention": lambda: (
+        kernel_lm.KernelSelfAttention(8, 2)
+    ),
+    "models.kernel_lm.KernelBlock": lambda: kernel_lm.KernelBlock(8, 16, 2),
+    "models.kernel_lm.KernelLM": lambda: kernel_lm.KernelLM(5, 8, 2, 1, 4),
     "models.gpt2.GPT2Block": lambda: gpt2.GPT2Block(8, 16, 2, 0.0),
     "models.gpt2.GPT2": lambda: _gpt2(),
     "models.bert.PublishedBERT": lambda: _published_bert(),

@@ -28,6 +28,11 @@ from course_pkg.models import (
     t5,
 )
 from course_pkg.models.gpt2 import GPT2, GPT2Block
+from course_pkg.models.kernel_lm import (
+    KernelBlock,
+    KernelLM,
+    KernelSelfAttention,
+)
 from course_pkg.models.luong import LuongAttentionDecoder
 from course_pkg.models.nadaraya_watson import NWKernelRegression
 from course_pkg.models.transformer import (
@@ -323,6 +328,15 @@ FORWARDS = {
     ).to(d)(_x(d, 2, 5, 8))[0],
     LinearAttention: lambda d: LinearAttention(8, 2).to(d)(
         _x(d, 2, 6, 8), _x(d, 2, 6, 8), _x(d, 2, 6, 8), causal=True
+    ),
+    KernelSelfAttention: lambda d: KernelSelfAttention(8, 2, "performer").to(
+        d
+    )(_x(d, 2, 6, 8)),
+    KernelBlock: lambda d: KernelBlock(8, 16, 2, "decayed").to(d)(
+        _x(d, 2, 6, 8)
+    ),
+    KernelLM: lambda d: KernelLM(11, 8, 2, 2, 6, "linear").to(d)(
+        _tokens(d, steps=6)
     ),
 }
 

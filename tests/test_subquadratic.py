@@ -588,3 +588,32 @@ BAD = [
 def test_bad_input_is_refused_by_name(function, arguments, error, name):
     with pytest.raises(error, match=name):
         function(**arguments)
+
+
+def test_causal_performer_output_does_not_depend_on_later_keys():
+    # The keys' stabilising constant is the largest exponent of all keys;
+    # eps is added at the scale of the keys seen so far, so no trace of a
+    # later key reaches an earlier output. (With eps added at the overall
+    # scale, the earlier outputs moved by ~1e-7 here.)
+    queries, keys, values = _qkv(16, num_queries=9, scale=2)
+    W = draw_orthogonal_features(8, 5, torch.Generator().manual_seed(17), F64)
+    later_keys, later_values = keys.clone(), values.clone()
+    later_keys[:, :, 5:] *= 3  # larger exponents, later only
+    later_values[:, :, 5:] += 1
+    a = performer_attention(queries, keys, values, W, causal=True)
+    b = performer_attention(queries, later_keys, later_values, W, causal=True)
+    assert (a[:, :, :5] - b[:, :, :5]).abs().max() < 1e-14
+    assert (a[:, :, 5:] - b[:, :, 5:]).abs().max() > 1e-3
+
+
+def test_performer_rows_whose_features_underflow_give_zero_not_nan():
+    # float32 features of a first key far below the last one underflow to
+    # 0 at the overall scale, and so does eps scaled to them: 0 / 0 is
+    # avoided, the row is 0
+    queries = torch.zeros(1, 1, 2, 4)
+    keys = torch.zeros(1, 1, 2, 4)
+    keys[..., 0, :] = 40.0  # exponent ~ -40^2 * 4 / 2 / 2, far below key 1's
+    values = torch.ones(1, 1, 2, 3)
+    W = torch.eye(4)
+    out = performer_attention(queries, keys, values, W, causal=True)
+    assert torch.isfinite(out).all()

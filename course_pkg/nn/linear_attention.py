@@ -69,6 +69,11 @@ def elu_feature_map(X: torch.Tensor) -> torch.Tensor:
         TypeError: if X is not a floating-point tensor.
     """
     check_floats("X", X)
+    return _elu_features(X)
+
+
+def _elu_features(X: torch.Tensor) -> torch.Tensor:
+    """elu(x) + 1 on a float tensor (..., d) -> (..., d)."""
     return F.elu(X) + 1
 
 
@@ -107,16 +112,16 @@ def _linear_attention(
     key_features: torch.Tensor,
     values: torch.Tensor,
     causal: bool,
-    eps: float,
+    eps: float | torch.Tensor,
 ) -> torch.Tensor:
     """Features phi(Q) (B, H, Q, m), phi(K) (B, H, K, m), values (B, H, K,
-    d_v) -> (B, H, Q, d_v) in O(K m d_v)."""
+    d_v) -> (B, H, Q, d_v) in O(K m d_v); eps a number or (B, H, Q, 1)."""
     if not causal:
         state = key_features.transpose(-1, -2) @ values  # (B, H, m, d_v)
         normaliser = key_features.sum(-2)  # (B, H, m)
         numerator = query_features @ state  # (B, H, Q, d_v)
         denominator = query_features @ normaliser[..., None]  # (B, H, Q, 1)
-        return numerator / (denominator + eps)
+        return numerator / _positive(denominator + eps)
     num_queries, num_keys = query_features.shape[-2], key_features.shape[-2]
     # S_j = sum_{j' <= j} phi(k_j') v_j'^T for every j: (B, H, K, m, d_v),
     # kept for the last Q positions, those of the queries (a fused kernel
@@ -126,7 +131,7 @@ def _linear_attention(
     normalisers = key_features.cumsum(-2)[..., num_keys - num_queries :, :]
     numerator = torch.einsum("bhqm,bhqmv->bhqv", query_features, states)
     denominator = (query_features * normalisers).sum(-1, keepdim=True)
-    return numerator / (denominator + eps)
+    return numerator / _positive(denominator + eps)
 
 
 def quadratic_kernel_attention(
@@ -161,17 +166,35 @@ def quadratic_kernel_attention(
     _check_decay(decay, queries)
     if decay is not None and not causal:
         raise ValueError("decay needs causal=True (it weights past keys)")
-    query_features, key_features = feature_map(queries), feature_map(keys)
+    gamma = None if decay is None else _per_head(decay, queries)
+    return _quadratic_kernel_attention(
+        feature_map(queries), feature_map(keys), values, causal, gamma, eps
+    )
+
+
+def _quadratic_kernel_attention(
+    query_features: torch.Tensor,
+    key_features: torch.Tensor,
+    values: torch.Tensor,
+    causal: bool,
+    gamma: torch.Tensor | None,
+    eps: float | torch.Tensor,
+) -> torch.Tensor:
+    """Features phi(Q) (B, H, Q, m), phi(K) (B, H, K, m), values (B, H, K,
+    d_v), gamma None or (1, H, 1), eps a number or (B, H, Q, 1) -> (B, H,
+    Q, d_v) through the (Q, K)
+    matrix: the parallel form, in which RetNet trains."""
     weights = query_features @ key_features.transpose(-1, -2)  # (B, H, Q, K)
     if causal:
+        num_queries, num_keys = query_features.shape[2], key_features.shape[2]
         distance = query_key_distance(
-            queries.shape[2], keys.shape[2], queries.device
+            num_queries, num_keys, query_features.device
         )  # (Q, K): how far back key j lies from query i
         weights = weights * (distance >= 0)
-        if decay is not None:
-            gamma = _per_head(decay, queries)[..., None]  # (1, H, 1, 1)
-            weights = weights * gamma ** distance.clamp(min=0).to(gamma.dtype)
-    weights = weights / (weights.sum(-1, keepdim=True) + eps)
+        if gamma is not None:
+            decay = gamma[..., None] ** distance.clamp(min=0).to(gamma.dtype)
+            weights = weights * decay  # (1, H, 1, 1) ** (Q, K)
+    weights = weights / _positive(weights.sum(-1, keepdim=True) + eps)
     return weights @ values
 
 
@@ -227,6 +250,13 @@ def linear_attention_recurrent(
     if not outputs:
         return values.new_zeros(batch, heads, 0, value_width)
     return torch.stack(outputs, dim=2)
+
+
+def _positive(denominator: torch.Tensor) -> torch.Tensor:
+    """The denominators, at least the dtype's smallest normal number: with
+    eps scaled down to 0 (random features), a row whose features all
+    underflowed gives 0, not 0 / 0."""
+    return denominator.clamp_min(torch.finfo(denominator.dtype).tiny)
 
 
 def _per_head(decay: float | torch.Tensor, like: torch.Tensor) -> torch.Tensor:

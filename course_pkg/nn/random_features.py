@@ -24,8 +24,11 @@ Stabilising the exponent. exp(W x - x . x / 2) overflows for long vectors.
 exponent of each query's own features, and the largest over all keys of a
 (batch, head): each query's features are then multiplied by a constant c_q,
 all keys' by one constant c_K, and both cancel in the ratio
-phi(q)^T S / phi(q)^T z (only eps, added to the denominator, is seen at
-another scale). A max per key would not cancel: it would reweight the keys.
+phi(q)^T S / phi(q)^T z; only eps, added to the denominator, is seen at
+the keys' scale. In causal attention that scale must not depend on later
+keys (through eps, a later key would reach the output): query i adds eps at
+the scale of the keys j <= i, eps exp(c_i - c_K), c_i the largest exponent
+of those keys. A max per key would not cancel: it would reweight the keys.
 :func:`positive_random_features` itself is the exact, unstabilised phi.
 
 Shape letters (see the package docstring): ``B`` batch, ``H`` heads, ``Q``
@@ -171,15 +174,45 @@ def performer_attention(
     _check_kernel_inputs(queries, keys, values, causal, eps)
     check_axes("W", W, "md", (None, queries.shape[-1]))
     check_same_float_dtype(queries=queries, W=W)
+    return _performer_attention(queries, keys, values, W, causal, eps)
+
+
+def _performer_attention(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    W: torch.Tensor,
+    causal: bool,
+    eps: float,
+) -> torch.Tensor:
+    """:func:`performer_attention` on inputs that fit: (B, H, Q, d),
+    (B, H, K, d), (B, H, K, d_v), W (m, d) -> (B, H, Q, d_v)."""
+    query_features, key_features, eps_scale = _performer_features(
+        queries, keys, W, causal
+    )
+    return _linear_attention(
+        query_features, key_features, values, causal, eps * eps_scale
+    )
+
+
+def _performer_features(
+    queries: torch.Tensor, keys: torch.Tensor, W: torch.Tensor, causal: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The stabilised features of d^(-1/4) Q and d^(-1/4) K: (B, H, Q, d),
+    (B, H, K, d), W (m, d) -> (B, H, Q, m), (B, H, K, m), and the factor of
+    eps, (B, H, Q, 1): 1 without causal, exp(c_i - c_K) with."""
     scale = queries.shape[-1] ** -0.25
     log_query = _log_features(queries * scale, W)  # (B, H, Q, m)
     log_key = _log_features(keys * scale, W)  # (B, H, K, m)
     # constants that cancel in the ratio: one per query, one per (B, H)
     log_query = log_query - log_query.amax(-1, keepdim=True)
-    log_key = log_key - log_key.amax((-2, -1), keepdim=True)
-    return _linear_attention(
-        torch.exp(log_query), torch.exp(log_key), values, causal, eps
-    )
+    key_max = log_key.amax(-1, keepdim=True)  # (B, H, K, 1)
+    overall = key_max.amax(-2, keepdim=True)  # (B, H, 1, 1): c_K
+    eps_scale = torch.ones_like(log_query[..., :1])
+    if causal:  # c_i: the largest exponent of the keys up to query i
+        seen = key_max.cummax(-2).values[..., -queries.shape[-2] :, :]
+        eps_scale = torch.exp(seen - overall)  # (B, H, Q, 1)
+    return torch.exp(log_query), torch.exp(log_key - overall), eps_scale
 
 
 def _check_features(X: object, W: object) -> None:
