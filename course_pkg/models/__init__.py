@@ -7,5 +7,8 @@ pooling), ``transformer``, ``bert``, ``gpt``, ``gpt2`` (GPT-2 as published),
 Hugging Face state dicts); today's open models from the same pieces, each with
 converters to and from Hugging Face's: ``llama`` (Llama 3, Qwen3, Mistral,
 Mixtral, Qwen3-MoE), ``gemma`` (Gemma 3), ``deepseek`` (DeepSeek-V3: latent
-attention and its experts), ``t5`` (T5 v1.1: relative position bias).
+attention and its experts), ``t5`` (T5 v1.1: relative position bias);
+``published`` (their released configurations, built on the meta device);
+``kernel_lm`` (a small decoder whose attention is exact softmax or one of its
+linear-time stand-ins).
 """
