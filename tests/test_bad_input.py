@@ -47,7 +47,7 @@ import torch
 from torch import nn
 
 import course_pkg
-from course_pkg.data import translation
+from course_pkg.data import scenes, translation
 from course_pkg.experiments import toy_tasks
 from course_pkg.inference import kv_memory, paged_cache
 from course_pkg.models import (
@@ -65,6 +65,7 @@ from course_pkg.models import (
     t5,
     transformer,
     variant_gpt,
+    vit,
 )
 from course_pkg.nn import (
     attention,
@@ -1157,12 +1158,44 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
     ),
     "models.kernel_lm.KernelBlock.forward": lambda: dict(X=_float(2, 3, 8)),
     "models.kernel_lm.KernelLM.forward": lambda: dict(X=_ids(2, 4, 5) % 5),
+    "data.scenes.relation": lambda: dict(
+        first=scenes.SceneObject("red", "circle", 0, 0),
+        second=scenes.SceneObject("blue", "square", 1, 2),
+    ),
+    "data.scenes.shape_mask": lambda: dict(shape="circle", size=8),
+    "data.scenes.generate_scenes": lambda: dict(
+        num_scenes=2, generator=torch.Generator().manual_seed(0)
+    ),
+    "data.scenes.cell_of_patch": lambda: dict(
+        patch=3, grid_patches=4, grid_size=2
+    ),
+    "models.vit.ViT": lambda: dict(
+        img_size=8,
+        patch_size=4,
+        num_hiddens=8,
+        mlp_num_hiddens=16,
+        num_heads=2,
+        num_blks=1,
+        emb_dropout=0.0,
+        blk_dropout=0.0,
+    ),  # fmt: skip
+    "models.vit.PatchEmbedding.forward": lambda: dict(X=_float(2, 3, 8, 8)),
+    "models.vit.ViTBlock.forward": lambda: dict(X=_float(2, 3, 8)),
+    "models.vit.ViT.forward": lambda: dict(X=_float(2, 3, 8, 8)),
+    "models.vit.ViT.encode": lambda: dict(X=_float(2, 3, 8, 8)),
+    "models.vit.vit_from_torchvision": lambda: dict(
+        state_dict=_torchvision_vit().state_dict()
+    ),
+    "models.vit.vit_from_hf": lambda: dict(state_dict=_hf_vit_state()),
     "nn.attention_graphs.graph_attention": lambda: dict(
         KERNEL_QKV, mask=torch.ones(3, 4, dtype=torch.bool).tril()
     ),
 }
 
 INSTANCES: dict[str, Callable[[], Any]] = {
+    "models.vit.PatchEmbedding": lambda: vit.PatchEmbedding(8, 4, 6),
+    "models.vit.ViTBlock": lambda: vit.ViTBlock(8, 8, 16, 2, 0.0),
+    "models.vit.ViT": lambda: _vit_with_maps(),
     "models.kernel_lm.KernelSelfAttention": lambda: (
         kernel_lm.KernelSelfAttention(8, 2)
     ),
@@ -1308,6 +1341,32 @@ def _paged_cache() -> paged_cache.PagedKVCache:
     cache.add_sequence(0)
     cache.append(0, _float(1, 3, 4), _float(1, 3, 4))
     return cache
+
+
+def _vit_with_maps() -> vit.ViT:
+    """A small ViT after one call that kept its attention maps."""
+    model = vit.ViT(8, 4, 8, 16, 2, 1, 0.0, 0.0)
+    model(_float(1, 3, 8, 8), need_weights=True)
+    return model
+
+
+def _torchvision_vit() -> nn.Module:
+    import torchvision
+
+    return torchvision.models.VisionTransformer(
+        image_size=8, patch_size=4, num_layers=1, num_heads=2, hidden_dim=8,
+        mlp_dim=16, num_classes=3,
+    )  # fmt: skip
+
+
+def _hf_vit_state() -> dict[str, torch.Tensor]:
+    from transformers import ViTConfig, ViTForImageClassification
+
+    config = ViTConfig(
+        hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=16, image_size=8, patch_size=4, num_labels=3,
+    )  # fmt: skip
+    return ViTForImageClassification(config).state_dict()
 
 
 def _lm_vocab() -> translation.Vocab:

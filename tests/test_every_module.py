@@ -41,6 +41,7 @@ from course_pkg.models.transformer import (
     TransformerEncoder,
 )
 from course_pkg.models.variant_gpt import VariantBlock, VariantGPT
+from course_pkg.models.vit import PatchEmbedding, ViT, ViTBlock
 from course_pkg.nn import blocks, modern_blocks, positional, scoring
 from course_pkg.nn.attention import MultiHeadAttention
 from course_pkg.nn.grouped_query import GroupedQueryAttention
@@ -338,6 +339,11 @@ FORWARDS = {
     KernelLM: lambda d: KernelLM(11, 8, 2, 2, 6, "linear").to(d)(
         _tokens(d, steps=6)
     ),
+    PatchEmbedding: lambda d: PatchEmbedding(8, 4, 6).to(d)(_x(d, 2, 3, 8, 8)),
+    ViTBlock: lambda d: ViTBlock(8, 8, 16, 2, 0.1).to(d)(_x(d, 2, 5, 8)),
+    ViT: lambda d: ViT(8, 4, 8, 16, 2, 2, 0.1, 0.1, positions="sincos2d").to(
+        d
+    )(_x(d, 2, 3, 8, 8), need_weights=True),
 }
 
 

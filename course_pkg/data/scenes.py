@@ -33,7 +33,7 @@ import dataclasses
 
 import torch
 
-from course_pkg.checks import check_generator, check_positive_int
+from course_pkg.checks import check_generator, check_positive_int, check_str
 
 COLOURS = {
     "red": (0.9, 0.1, 0.1),
@@ -77,8 +77,14 @@ def relation(first: SceneObject, second: SceneObject) -> str:
     their cells are further apart, columns on a tie.
 
     Raises:
+        TypeError: first or second not a :class:`SceneObject`.
         ValueError: if the two share a cell.
     """
+    for name, obj in (("first", first), ("second", second)):
+        if not isinstance(obj, SceneObject):
+            raise TypeError(
+                f"{name} must be a SceneObject, got {type(obj).__name__}"
+            )
     d_row, d_col = first.row - second.row, first.column - second.column
     if d_row == 0 and d_col == 0:
         raise ValueError("first and second must lie in different cells")
@@ -96,6 +102,7 @@ def shape_mask(shape: str, size: int) -> torch.Tensor:
     Raises:
         TypeError/ValueError: an unknown shape, or size not an int >= 4.
     """
+    check_str("shape", shape)
     if shape not in SHAPES:
         raise ValueError(f"shape must be one of {SHAPES}, got {shape!r}")
     check_positive_int("size", size)

@@ -301,14 +301,18 @@ def _check_task(generator: object, **sizes: object) -> None:
 
 
 KINDS = ("softmax", "linear", "performer", "decayed")
+RECALL_CHANCE = 1 / RECALL["num_values"]
 CLAIMS = {
-    # test accuracy (chance: 1 / vocab) and BLEU, bits per byte
+    # test accuracy (chance: 1 / vocab); every seed copies (nearly) all, so
+    # a floor would be the minimum itself: stated, not asserted
     **{f"copy {kind}": Claim("range", chance=1 / COPY["vocab"]) for kind in KINDS},
-    **{f"recall {kind}": Claim("range", chance=1 / RECALL["num_values"]) for kind in KINDS},
+    # every attention recalls above chance, with margin
+    **{f"recall {kind}": Claim(">", chance=RECALL_CHANCE) for kind in KINDS},
     **{f"BLEU {kind}": Claim("range") for kind in KINDS},
     **{f"bits/byte {kind}": Claim("range") for kind in KINDS},
-    # exact attention against the best of the three kernel forms
-    "recall softmax - best kernel": Claim("range", null=0.0),
+    # exact attention against the best of the three kernel forms: on recall
+    # by a margin; on BLEU ahead in every seed but without margin
+    "recall softmax - best kernel": Claim(">", null=0.0),
     "BLEU softmax - best kernel": Claim("range", null=0.0),
     # what the decay buys on recall; how far apart the four are on text
     "recall decayed - linear": Claim("range"),

@@ -40,6 +40,8 @@ from course_pkg.checks import (
     check_module_input,
     check_positive_int,
     check_positive_number,
+    check_probability,
+    check_sizes,
     check_str,
     check_tensor,
 )
@@ -162,6 +164,7 @@ class ViTBlock(nn.Module):
         *,
         norm_eps: float = 1e-5,
     ):
+        check_sizes(mlp_num_hiddens=mlp_num_hiddens)
         check_block_sizes(num_hiddens, mlp_num_hiddens, num_heads, dropout)
         if norm_shape != num_hiddens:
             raise ValueError(
@@ -251,8 +254,10 @@ class ViT(nn.Module):
         positions: str = "learned",
     ):
         _check_patches(img_size, patch_size)
-        check_block_sizes(num_hiddens, mlp_num_hiddens, num_heads, blk_dropout)
-        check_block_sizes(num_hiddens, None, num_heads, emb_dropout)
+        check_sizes(mlp_num_hiddens=mlp_num_hiddens)
+        check_probability("emb_dropout", emb_dropout)
+        check_probability("blk_dropout", blk_dropout)
+        check_block_sizes(num_hiddens, mlp_num_hiddens, num_heads, 0.0)
         for name, size in (
             ("num_blks", num_blks), ("num_classes", num_classes),
             ("in_channels", in_channels),
