@@ -3,7 +3,7 @@ or one of its linear-time stand-ins, everything else equal.
 
 Chapter: "Beyond softmax attention". :class:`KernelLM` is a pre-norm
 decoder-only stack (learned positions, layer norm, a ReLU FFN) in which
-only the way each head mixes the past changes (:data:`ATTENTIONS`):
+only the way each head mixes the past changes (``ATTENTIONS``):
 
 - ``"softmax"``: exact causal softmax attention (PyTorch's fused
   ``scaled_dot_product_attention``), the reference;
@@ -75,7 +75,7 @@ class KernelSelfAttention(nn.Module):
 
     Args:
         num_hiddens: D, divisible by num_heads. num_heads: H.
-        attention: one of :data:`ATTENTIONS`.
+        attention: one of ``ATTENTIONS``.
         num_features: m, the random features of ``"performer"`` (default
             2 d); ignored by the other kinds.
     Raises:
@@ -195,7 +195,7 @@ class KernelLM(nn.Module):
     Args:
         vocab_size: V. num_hiddens: D. num_heads: H. num_blks: blocks.
         max_len: longest sequence (the positions' table).
-        attention: one of :data:`ATTENTIONS` (default "softmax").
+        attention: one of ``ATTENTIONS`` (default "softmax").
         ffn_num_hiddens: the FFN's hidden width (default 4 D).
         num_features: m of "performer" (default 2 d).
     Raises:
@@ -275,7 +275,7 @@ def _check_layer(
     num_features: object,
 ) -> None:
     """Sizes ints >= 1 (ffn_num_hiddens, num_features may be None), D
-    divisible by H, attention one of :data:`ATTENTIONS`: checked before
+    divisible by H, attention one of ``ATTENTIONS``: checked before
     any layer is built. TypeError, ValueError naming the argument."""
     check_block_sizes(num_hiddens, ffn_num_hiddens, num_heads, 0.0)
     check_str("attention", attention)
