@@ -1187,6 +1187,23 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
         state_dict=_torchvision_vit().state_dict()
     ),
     "models.vit.vit_from_hf": lambda: dict(state_dict=_hf_vit_state()),
+    "evaluation.attribution.last_layer_attention": lambda: dict(
+        maps=[_float(1, 2, 3, 3).softmax(-1)]
+    ),
+    "evaluation.attribution.attention_rollout": lambda: dict(
+        maps=[_float(1, 2, 3, 3).softmax(-1)] * 2
+    ),
+    "evaluation.attribution.gradient_x_input": lambda: dict(
+        score=lambda x: x.sum((1, 2, 3)), images=_float(2, 3, 4, 4)
+    ),
+    "evaluation.attribution.occlusion_map": lambda: dict(
+        score=lambda x: x.sum((1, 2, 3)),
+        images=_float(2, 3, 4, 4),
+        cell_size=2,
+    ),
+    "evaluation.attribution.pool_to_cells": lambda: dict(
+        pixel_map=_float(2, 4, 4), grid_size=2
+    ),
     "nn.attention_graphs.graph_attention": lambda: dict(
         KERNEL_QKV, mask=torch.ones(3, 4, dtype=torch.bool).tril()
     ),
