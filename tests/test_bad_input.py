@@ -52,6 +52,7 @@ from course_pkg.experiments import toy_tasks
 from course_pkg.inference import kv_memory, paged_cache
 from course_pkg.models import (
     bert,
+    captioner,
     deepseek,
     gemma,
     gpt,
@@ -1204,12 +1205,35 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
     "evaluation.attribution.pool_to_cells": lambda: dict(
         pixel_map=_float(2, 4, 4), grid_size=2
     ),
+    "models.captioner.GridEncoder.forward": lambda: dict(
+        images=_float(2, 3, 8, 8)
+    ),
+    "models.captioner.ImageCaptioner.forward": lambda: dict(
+        images=_float(2, 3, 8, 8), dec_X=_ids(2, 3, 6) % 6
+    ),
+    "models.captioner.greedy_captions": lambda: dict(
+        model=captioner.ImageCaptioner(6, 4, 8, img_size=8),
+        images=_float(2, 3, 8, 8),
+        bos=1,
+        eos=2,
+        max_len=3,
+    ),  # fmt: skip
+    "models.captioner.doubly_stochastic_penalty": lambda: dict(
+        weights=_float(2, 3, 4).softmax(-1),
+        valid=torch.ones(2, 3, dtype=torch.bool),
+    ),
     "nn.attention_graphs.graph_attention": lambda: dict(
         KERNEL_QKV, mask=torch.ones(3, 4, dtype=torch.bool).tril()
     ),
 }
 
 INSTANCES: dict[str, Callable[[], Any]] = {
+    "models.captioner.GridEncoder": lambda: captioner.GridEncoder(
+        8, img_size=8
+    ),
+    "models.captioner.ImageCaptioner": lambda: captioner.ImageCaptioner(
+        6, 4, 8, img_size=8
+    ),
     "models.vit.PatchEmbedding": lambda: vit.PatchEmbedding(8, 4, 6),
     "models.vit.ViTBlock": lambda: vit.ViTBlock(8, 8, 16, 2, 0.0),
     "models.vit.ViT": lambda: _vit_with_maps(),

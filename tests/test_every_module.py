@@ -27,6 +27,7 @@ from course_pkg.models import (
     seq2seq,
     t5,
 )
+from course_pkg.models.captioner import GridEncoder, ImageCaptioner
 from course_pkg.models.gpt2 import GPT2, GPT2Block
 from course_pkg.models.kernel_lm import (
     KernelBlock,
@@ -338,6 +339,12 @@ FORWARDS = {
     ),
     KernelLM: lambda d: KernelLM(11, 8, 2, 2, 6, "linear").to(d)(
         _tokens(d, steps=6)
+    ),
+    GridEncoder: lambda d: GridEncoder(8, 2, img_size=16).to(d)(
+        _x(d, 2, 3, 16, 16)
+    )[0],
+    ImageCaptioner: lambda d: ImageCaptioner(6, 4, 8, img_size=16).to(d)(
+        _x(d, 2, 3, 16, 16), _tokens(d, steps=3, vocab=6)
     ),
     PatchEmbedding: lambda d: PatchEmbedding(8, 4, 6).to(d)(_x(d, 2, 3, 8, 8)),
     ViTBlock: lambda d: ViTBlock(8, 8, 16, 2, 0.1).to(d)(_x(d, 2, 5, 8)),
