@@ -73,16 +73,15 @@ COPY = {"length": 16, "vocab": 16}
 """The copy task: 16 tokens of 16 kinds, then the separator, then the copy."""
 RECALL = {"num_pairs": 6, "num_queries": 4, "num_keys": 12, "num_values": 12}
 """The recall task: 6 pairs (keys drawn without repeats from 12), 4 queries."""
-TRANSLATION_EPOCHS = (0.01, 0.005)
-"""Adam's rate in each epoch of the translation task (2 epochs)."""
+TRANSLATION_EPOCHS = (0.01, 0.01, 0.005)
+"""Adam's rate in each epoch of the translation task (3 epochs)."""
 SHAKESPEARE_SETTINGS = dataclasses.replace(
     BRIEF_SETTINGS, batch_size=16, num_updates=200, warmup_steps=20,
     eval_every=200,
 )  # fmt: skip
 """The pretraining chapter's brief recipe at an eighth of its tokens: a
 quarter of the updates, half the batch."""
-SHAKESPEARE_MODEL = {"num_hiddens": 32, "num_heads": 2, "num_blks": 2}
-"""The sizes of every task's model (width 32, 2 heads of 16, 2 blocks)."""
+SHAKESPEARE_MODEL = {"num_hiddens": 64, "num_heads": 4, "num_blks": 2}
 
 
 def copy_batches(
