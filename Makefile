@@ -114,10 +114,12 @@ browser: build-book
 	$(BIN)/python -m pytest -q tests/browser
 
 # Every check runs on one thread, so on a 2-core machine they run two at a time, in this order
-# as slots free up: the longest notebooks on the portable path; the native pass; the other
-# notebooks on the portable path; the unit tests; the numerics-marked unit tests on the portable
-# path and on 2 threads; the book build with its browser check. The two
-# slots then end at about the same time. Each target's output is printed when it ends.
+# as slots free up: the longest notebooks on the portable path (part 1, the longer) and the native
+# pass start together; the native pass ends first and its slot takes the other notebooks on the
+# portable path; the first slot then takes the unit tests, the numerics-marked unit tests on the
+# portable path and on 2 threads, and the book build with its browser check. Part 1 is sized
+# (tests/toc_notebooks.py) so that the two slots end at about the same time. Each target's output
+# is printed when it ends.
 test: lint
 	$(MAKE) --no-print-directory -j2 --output-sync=target \
 	    notebooks-portable-1 notebooks notebooks-portable-2 unit unit-numerics browser

@@ -14,8 +14,10 @@ once; the tests below check what each visit recorded:
 - the search page finds each chapter by a word of its title;
 - every link into the site reaches a file that exists, and its `#fragment` names an id there.
 
-A full-page screenshot of each page (1280x900 viewport) goes to `_build/screenshots/`, with
-`visits.json` (what each visit recorded: errors, blocked requests, image sizes, ...).
+`visits.json` in `_build/screenshots/` records what each visit saw (errors, blocked requests, image
+sizes, ...). With BOOK_SCREENSHOTS=1, a full-page screenshot of each page (1280x900 viewport) goes
+beside it, for a person to review; make test takes none (they asserted nothing and cost about a
+minute of its two CPU slots).
 
 Environment: BOOK_HTML (built site, default `_build/html`) and BOOK_TOC (default `_toc.yml`) let a
 chapter author check a private build, e.g. `BOOK_HTML=/tmp/jb_me/_build/html
@@ -68,6 +70,7 @@ SITE = pathlib.Path(
 ).resolve()
 TOC = pathlib.Path(os.environ.get("BOOK_TOC", ROOT / "_toc.yml")).resolve()
 SCREENSHOTS = SITE.parent / "screenshots"
+TAKE_SCREENSHOTS = os.environ.get("BOOK_SCREENSHOTS") == "1"
 
 TOC_DOCS: list[str] = toc_files(
     yaml.safe_load(TOC.read_text())
@@ -315,7 +318,7 @@ def open_page(
 
 @pytest.fixture(scope="session")
 def visits(browser, server) -> dict[str, Visit]:
-    """Every page of PAGES opened once, with a screenshot."""
+    """Every page of PAGES opened once (with a screenshot under BOOK_SCREENSHOTS=1)."""
     for stale in [
         *SCREENSHOTS.glob("**/*.png"),
         SCREENSHOTS / "visits.json",
@@ -324,7 +327,12 @@ def visits(browser, server) -> dict[str, Visit]:
     recorded = {}
     for path in PAGES:
         visit, page = open_page(
-            browser, server, path, SCREENSHOTS / path.replace(".html", ".png")
+            browser,
+            server,
+            path,
+            SCREENSHOTS / path.replace(".html", ".png")
+            if TAKE_SCREENSHOTS
+            else None,
         )
         page.context.close()
         recorded[path] = visit
