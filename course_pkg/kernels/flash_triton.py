@@ -533,10 +533,10 @@ def triton_flash_backward(
             another device: all before any launch (the kernels would read a
             short lse out of bounds).
     """
-    check_kernel_inputs(
-        queries, keys, values, valid_lens, causal, block_q, block_k
+    _check_triton_flash_backward(
+        queries, keys, values, output, lse, grad_output, valid_lens, causal,
+        block_q, block_k,
     )
-    _check_backward_inputs(queries, values, output, lse, grad_output)
     keys, values = _hide_padding(keys, values, valid_lens, causal, queries)
     keys, values = keys.contiguous(), values.contiguous()
     grad_output, lse = grad_output.contiguous(), lse.contiguous()
@@ -558,6 +558,26 @@ def triton_flash_backward(
         num_queries, num_keys, **sizes,
     )
     return grad_q, grad_k, grad_v
+
+
+def _check_triton_flash_backward(
+    queries: object,
+    keys: object,
+    values: object,
+    output: object,
+    lse: object,
+    grad_output: object,
+    valid_lens: object,
+    causal: object,
+    block_q: object,
+    block_k: object,
+) -> None:
+    """The inputs as :func:`check_kernel_inputs`; output, grad_output
+    (B, H, Q, d_v) and lse (B, H, Q) as :func:`_check_backward_inputs`."""
+    check_kernel_inputs(
+        queries, keys, values, valid_lens, causal, block_q, block_k
+    )
+    _check_backward_inputs(queries, values, output, lse, grad_output)
 
 
 def triton_flash_attention(

@@ -88,6 +88,15 @@ def resolve_need_weights(model: nn.Module, need_weights: bool | None) -> bool:
             attribute, or need_weights (or the attribute) is not a bool or
             None.
     """
+    need_weights = _check_resolve_need_weights(model, need_weights)
+    return not model.training if need_weights is None else need_weights
+
+
+def _check_resolve_need_weights(
+    model: object, need_weights: object
+) -> bool | None:
+    """model a module with a ``need_weights`` attribute; need_weights (or,
+    when None, that attribute) a bool or None. Returns the one that counts."""
     if not isinstance(model, nn.Module) or not hasattr(model, "need_weights"):
         raise TypeError(
             "model must be a module with a need_weights attribute, got "
@@ -99,7 +108,7 @@ def resolve_need_weights(model: nn.Module, need_weights: bool | None) -> bool:
         raise TypeError(
             f"need_weights must be a bool or None, got {need_weights!r}"
         )
-    return not model.training if need_weights is None else need_weights
+    return need_weights
 
 
 class KVCache(NamedTuple):
@@ -266,8 +275,7 @@ class MultiHeadAttention(nn.Module):
             A new :class:`KVCache` of K_past + K_new positions; ``past`` is
             not changed.
         """
-        check_features("keys", keys, self.W_k.in_features, self)
-        check_features("values", values, self.W_v.in_features, self)
+        _check_multi_head_attention_cache(self, keys, values)
         new = KVCache(self.W_k(keys), self.W_v(values))  # (B, K_new, D) each
         return new if past is None else past.extend(new, dim=1)
 
@@ -368,6 +376,15 @@ class MultiHeadAttention(nn.Module):
         )
 
 
+def _check_multi_head_attention_cache(
+    layer: MultiHeadAttention, keys: object, values: object
+) -> None:
+    """keys (B, K_new, key_size) and values (B, K_new, value_size) tensors
+    of the widths of the layer's W_k and W_v."""
+    check_features("keys", keys, layer.W_k.in_features, layer)
+    check_features("values", values, layer.W_v.in_features, layer)
+
+
 @torch.no_grad()
 def copy_weights_from_torch(
     ours: MultiHeadAttention, theirs: nn.MultiheadAttention
@@ -387,6 +404,21 @@ def copy_weights_from_torch(
         ValueError: if the widths, head counts or bias settings differ;
             nothing is copied then.
     """
+    width = _check_copy_weights_from_torch(ours, theirs)
+    for k, linear in enumerate((ours.W_q, ours.W_k, ours.W_v)):
+        rows = slice(k * width, (k + 1) * width)
+        linear.weight.copy_(theirs.in_proj_weight[rows])
+        if linear.bias is not None:
+            linear.bias.copy_(theirs.in_proj_bias[rows])
+    ours.W_o.weight.copy_(theirs.out_proj.weight)
+    if ours.W_o.bias is not None:
+        ours.W_o.bias.copy_(theirs.out_proj.bias)
+
+
+def _check_copy_weights_from_torch(ours: object, theirs: object) -> int:
+    """ours a MultiHeadAttention of width D with every input, kv_width and
+    output_size D; theirs a ``torch.nn.MultiheadAttention`` of embed_dim D,
+    packed, with as many heads and the same bias setting. Returns D."""
     if not isinstance(ours, MultiHeadAttention):
         raise TypeError(
             f"ours must be a MultiHeadAttention, got {type(ours).__name__}"
@@ -421,14 +453,7 @@ def copy_weights_from_torch(
         )
     if (ours.W_q.bias is None) != (theirs.in_proj_bias is None):
         raise ValueError("ours and theirs must both have biases or neither")
-    for k, linear in enumerate((ours.W_q, ours.W_k, ours.W_v)):
-        rows = slice(k * width, (k + 1) * width)
-        linear.weight.copy_(theirs.in_proj_weight[rows])
-        if linear.bias is not None:
-            linear.bias.copy_(theirs.in_proj_bias[rows])
-    ours.W_o.weight.copy_(theirs.out_proj.weight)
-    if ours.W_o.bias is not None:
-        ours.W_o.bias.copy_(theirs.out_proj.bias)
+    return width
 
 
 def _check_head_split(X: Any, num_heads: Any, axis: int, shape: str) -> None:

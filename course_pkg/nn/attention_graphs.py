@@ -58,9 +58,17 @@ def full_graph(
         TypeError, ValueError: if num_tokens is not an int >= 1 or device
             is unknown.
     """
-    check_positive_int("num_tokens", num_tokens)
-    device = check_device("device", device)
+    device = _check_full_graph(num_tokens, device)
     return torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
+
+
+def _check_full_graph(
+    num_tokens: object, device: object
+) -> torch.device | None:
+    """num_tokens T an int >= 1; device None or a usable device, returned
+    as a torch.device (or None). Also :func:`causal_graph`'s checks."""
+    check_positive_int("num_tokens", num_tokens)
+    return check_device("device", device)
 
 
 def causal_graph(
@@ -73,8 +81,7 @@ def causal_graph(
     Raises:
         TypeError, ValueError: as :func:`full_graph`.
     """
-    check_positive_int("num_tokens", num_tokens)
-    device = check_device("device", device)
+    device = _check_full_graph(num_tokens, device)
     return _offsets(num_tokens, device) >= 0
 
 
@@ -101,14 +108,22 @@ def window_graph(
         TypeError, ValueError: if a size is not an int >= 1, causal is not
             a bool or device is unknown.
     """
-    check_positive_int("num_tokens", num_tokens)
-    check_positive_int("window", window)
-    _check_bool("causal", causal)
-    device = check_device("device", device)
+    device = _check_window_graph(num_tokens, window, causal, device)
     offsets = _offsets(num_tokens, device)
     if causal:
         return (offsets >= 0) & (offsets < window)
     return offsets.abs() < window
+
+
+def _check_window_graph(
+    num_tokens: object, window: object, causal: object, device: object
+) -> torch.device | None:
+    """num_tokens T and window w ints >= 1, causal a bool; device None or
+    a usable device, returned as a torch.device (or None)."""
+    check_positive_int("num_tokens", num_tokens)
+    check_positive_int("window", window)
+    _check_bool("causal", causal)
+    return check_device("device", device)
 
 
 def global_local_graph(
@@ -133,6 +148,21 @@ def global_local_graph(
         TypeError, ValueError: if a size is not an int >= 1, a global
             position is not an int in [0, T), or device is unknown.
     """
+    device = _check_global_local_graph(
+        num_tokens, window, global_tokens, device
+    )
+    is_global = torch.zeros(num_tokens, dtype=torch.bool, device=device)
+    is_global[list(global_tokens)] = True
+    band = _offsets(num_tokens, device).abs() < window
+    return band | is_global[:, None] | is_global[None, :]
+
+
+def _check_global_local_graph(
+    num_tokens: object, window: object, global_tokens: object, device: object
+) -> torch.device | None:
+    """num_tokens T and window ints >= 1; global_tokens a list, tuple or
+    range of int positions in [0, T); device None or a usable device,
+    returned as a torch.device (or None)."""
     check_positive_int("num_tokens", num_tokens)
     check_positive_int("window", window)
     if not isinstance(global_tokens, (list, tuple, range)):
@@ -147,11 +177,7 @@ def global_local_graph(
                 f"global_tokens must hold positions in [0, {num_tokens}), "
                 f"got {position}"
             )
-    device = check_device("device", device)
-    is_global = torch.zeros(num_tokens, dtype=torch.bool, device=device)
-    is_global[list(global_tokens)] = True
-    band = _offsets(num_tokens, device).abs() < window
-    return band | is_global[:, None] | is_global[None, :]
+    return check_device("device", device)
 
 
 def random_graph(
@@ -174,14 +200,7 @@ def random_graph(
         TypeError, ValueError: if a size is not an int >= 1, r > T,
             generator is not a torch.Generator or device is unknown.
     """
-    check_positive_int("num_tokens", num_tokens)
-    check_positive_int("num_random", num_random)
-    if num_random > num_tokens:
-        raise ValueError(
-            f"num_random must be <= num_tokens={num_tokens}, got {num_random}"
-        )
-    check_generator(generator)
-    device = check_device("device", device)
+    device = _check_random_graph(num_tokens, num_random, generator, device)
     source = "cpu" if generator is None else generator.device
     noise = torch.rand(
         num_tokens, num_tokens, generator=generator, device=source
@@ -189,6 +208,22 @@ def random_graph(
     chosen = noise.topk(num_random, dim=-1).indices  # (T, r), distinct
     graph = torch.zeros(num_tokens, num_tokens, dtype=torch.bool)
     return graph.to(source).scatter(1, chosen, True).to(device)
+
+
+def _check_random_graph(
+    num_tokens: object, num_random: object, generator: object, device: object
+) -> torch.device | None:
+    """num_tokens T and num_random r ints >= 1 with r <= T; generator None
+    or a torch.Generator; device None or a usable device, returned as a
+    torch.device (or None)."""
+    check_positive_int("num_tokens", num_tokens)
+    check_positive_int("num_random", num_random)
+    if num_random > num_tokens:
+        raise ValueError(
+            f"num_random must be <= num_tokens={num_tokens}, got {num_random}"
+        )
+    check_generator(generator)
+    return check_device("device", device)
 
 
 def num_edges(mask: torch.Tensor) -> int:
@@ -218,12 +253,7 @@ def receptive_field(mask: torch.Tensor, num_layers: int) -> torch.Tensor:
         TypeError, ValueError: if mask is not a square bool tensor or
             num_layers not an int >= 1.
     """
-    _check_mask(mask)
-    if mask.shape[0] != mask.shape[1]:
-        raise ValueError(
-            f"mask must have shape (T, T), got {tuple(mask.shape)}"
-        )
-    check_positive_int("num_layers", num_layers)
+    _check_receptive_field(mask, num_layers)
     one_layer = mask | torch.eye(
         mask.shape[0], dtype=torch.bool, device=mask.device
     )
@@ -232,6 +262,16 @@ def receptive_field(mask: torch.Tensor, num_layers: int) -> torch.Tensor:
     for _ in range(num_layers - 1):
         reach = ((reach @ step) > 0).to(torch.float32)  # one more hop
     return reach > 0
+
+
+def _check_receptive_field(mask: object, num_layers: object) -> None:
+    """mask (T, T) bool; num_layers an int >= 1."""
+    _check_mask(mask)
+    if mask.shape[0] != mask.shape[1]:
+        raise ValueError(
+            f"mask must have shape (T, T), got {tuple(mask.shape)}"
+        )
+    check_positive_int("num_layers", num_layers)
 
 
 def graph_attention(
@@ -252,6 +292,17 @@ def graph_attention(
         TypeError, ValueError: on shapes that do not fit, integer tensors,
             a mask that is not bool, or tensors on another device.
     """
+    _check_graph_attention(queries, keys, values, mask)
+    width = queries.shape[-1]
+    scores = queries @ keys.transpose(-1, -2) / math.sqrt(width)
+    return _masked_softmax(scores, mask) @ values
+
+
+def _check_graph_attention(
+    queries: object, keys: object, values: object, mask: object
+) -> None:
+    """queries (B, H, Q, d), keys (B, H, K, d), values (B, H, K, d_v) of one
+    float dtype; mask (Q, K) bool on the queries' device."""
     check_axes("queries", queries, "BHQd", (None,) * 4)
     batch, heads, num_queries, width = queries.shape
     check_axes("keys", keys, "BHKd", (batch, heads, None, width))
@@ -261,8 +312,6 @@ def graph_attention(
     check_axes("mask", mask, "QK", (num_queries, num_keys))
     _check_mask(mask)
     check_same_device(queries=queries, mask=mask)
-    scores = queries @ keys.transpose(-1, -2) / math.sqrt(width)
-    return _masked_softmax(scores, mask) @ values
 
 
 def _check_mask(mask: object) -> None:

@@ -98,11 +98,7 @@ def init_normal(module: nn.Module, std: float = 0.02) -> None:
         TypeError/ValueError: if module is not an nn.Module or std not a
             number > 0.
     """
-    if not isinstance(module, nn.Module):
-        raise TypeError(
-            f"module must be an nn.Module, got {type(module).__name__}"
-        )
-    check_positive_number("std", std)
+    _check_init_normal(module, std)
     for layer in module.modules():
         if isinstance(layer, (nn.Linear, nn.Embedding)):
             nn.init.normal_(layer.weight, std=std)
@@ -111,6 +107,15 @@ def init_normal(module: nn.Module, std: float = 0.02) -> None:
         if isinstance(layer, (nn.Linear, nn.LayerNorm)):
             if layer.bias is not None:
                 nn.init.zeros_(layer.bias)
+
+
+def _check_init_normal(module: object, std: object) -> None:
+    """module an nn.Module; std a number > 0."""
+    if not isinstance(module, nn.Module):
+        raise TypeError(
+            f"module must be an nn.Module, got {type(module).__name__}"
+        )
+    check_positive_number("std", std)
 
 
 class PositionWiseFFN(nn.Module):
@@ -176,8 +181,7 @@ class AddNorm(nn.Module):
         eps: float = 1e-5,
     ):
         super().__init__()
-        _check_norm_args(norm_shape, dropout)
-        check_positive_number("eps", eps)
+        _check_norm_args(norm_shape, dropout, eps)
         self.dropout = nn.Dropout(dropout)
         self.ln = nn.LayerNorm(norm_shape, eps=eps)
 
@@ -188,11 +192,6 @@ class AddNorm(nn.Module):
         dtype, ValueError if they differ in shape or do not end in norm_shape.
         """
         _check_residual(X, Y, self)
-        if X.shape != Y.shape:
-            raise ValueError(
-                "X and Y must have the same shape, "
-                f"got {tuple(X.shape)} and {tuple(Y.shape)}"
-            )
         return self.ln(X + self.dropout(Y))
 
 
@@ -220,9 +219,9 @@ class TransformerEncoderBlock(nn.Module):
         eps: float = 1e-5,
     ):
         super().__init__()
-        check_block_sizes(num_hiddens, ffn_num_hiddens, num_heads, dropout)
-        check_activation(activation)
-        check_positive_number("eps", eps)
+        _check_transformer_encoder_block_args(
+            num_hiddens, ffn_num_hiddens, num_heads, dropout, activation, eps
+        )
         self.attention = MultiHeadAttention(
             num_hiddens, num_heads, dropout, use_bias
         )
@@ -248,6 +247,21 @@ class TransformerEncoderBlock(nn.Module):
             X, self.attention(X, X, X, valid_lens, need_weights=need_weights)
         )
         return self.addnorm2(Y, self.ffn(Y))
+
+
+def _check_transformer_encoder_block_args(
+    num_hiddens: object,
+    ffn_num_hiddens: object,
+    num_heads: object,
+    dropout: object,
+    activation: object,
+    eps: object,
+) -> None:
+    """Sizes ints >= 1 with num_heads dividing num_hiddens, dropout in
+    [0, 1), activation a key of :data:`ACTIVATIONS`, eps a number > 0."""
+    check_block_sizes(num_hiddens, ffn_num_hiddens, num_heads, dropout)
+    check_activation(activation)
+    check_positive_number("eps", eps)
 
 
 class EmbeddingStack(nn.Module):
@@ -340,10 +354,9 @@ class TransformerDecoderBlock(nn.Module):
         use_bias: bool = False,
     ):
         super().__init__()
-        check_block_sizes(num_hiddens, ffn_num_hiddens, num_heads, dropout)
-        check_int("i", i)
-        if i < 0:
-            raise ValueError(f"i must be a block index >= 0, got {i}")
+        _check_transformer_decoder_block_args(
+            num_hiddens, ffn_num_hiddens, num_heads, dropout, i
+        )
         self.i = i
         self.attention1 = MultiHeadAttention(
             num_hiddens, num_heads, dropout, use_bias
@@ -412,6 +425,21 @@ class TransformerDecoderBlock(nn.Module):
         )
 
 
+def _check_transformer_decoder_block_args(
+    num_hiddens: object,
+    ffn_num_hiddens: object,
+    num_heads: object,
+    dropout: object,
+    i: object,
+) -> None:
+    """Sizes ints >= 1 with num_heads dividing num_hiddens, dropout in
+    [0, 1), i a block index (an int >= 0)."""
+    check_block_sizes(num_hiddens, ffn_num_hiddens, num_heads, dropout)
+    check_int("i", i)
+    if i < 0:
+        raise ValueError(f"i must be a block index >= 0, got {i}")
+
+
 def _check_state(state: DecoderState, i: int) -> None:
     """Refuse a state that is not a DecoderState with a cache entry for
     block i (TypeError, ValueError), before any computation."""
@@ -427,19 +455,25 @@ def _check_state(state: DecoderState, i: int) -> None:
 
 
 def _check_norm_args(
-    norm_shape: int | tuple[int, ...], dropout: float
+    norm_shape: int | tuple[int, ...], dropout: float, eps: object
 ) -> None:
     """AddNorm's arguments: norm_shape an int >= 1 or a tuple of them,
-    dropout in [0, 1) (TypeError, ValueError)."""
+    dropout in [0, 1), eps a number > 0 (TypeError, ValueError)."""
     shape = norm_shape if isinstance(norm_shape, tuple) else (norm_shape,)
     check_sizes(**{f"norm_shape[{i}]": n for i, n in enumerate(shape)})
     check_probability("dropout", dropout)
+    check_positive_number("eps", eps)
 
 
 def _check_residual(
     X: torch.Tensor, Y: torch.Tensor, add_norm: AddNorm
 ) -> None:
-    """X and Y: float tensors ending in the norm's shape, of the layer's dtype
-    and on its device (TypeError, ValueError)."""
+    """X and Y: float tensors of one shape (B, T, D) ending in the norm's
+    shape, of the layer's dtype and on its device (TypeError, ValueError)."""
     for name, tensor in (("X", X), ("Y", Y)):
         check_features(name, tensor, add_norm.ln.normalized_shape, add_norm)
+    if X.shape != Y.shape:
+        raise ValueError(
+            "X and Y must have the same shape, "
+            f"got {tuple(X.shape)} and {tuple(Y.shape)}"
+        )

@@ -92,19 +92,12 @@ class GroupedQueryAttention(MultiHeadAttention):
         value_size: int | None = None,
         head_width: int | None = None,
     ):
-        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-        check_positive_int("num_hiddens", num_hiddens)
-        check_positive_int("num_heads", num_heads)
-        check_positive_int("num_kv_heads", num_kv_heads)
-        if num_heads % num_kv_heads:
-            raise ValueError(
-                f"num_heads ({num_heads}) must be divisible by num_kv_heads "
-                f"({num_kv_heads})"
-            )
+        num_kv_heads = _check_grouped_query_attention_args(
+            num_hiddens, num_heads, num_kv_heads, head_width
+        )
         if head_width is None:  # d = D / H (MultiHeadAttention checks H | D)
             heads_width, head_width = num_hiddens, num_hiddens // num_heads
         else:
-            check_positive_int("head_width", head_width)
             heads_width = num_heads * head_width
         super().__init__(
             heads_width,
@@ -168,9 +161,7 @@ class GroupedQueryAttention(MultiHeadAttention):
         Raises:
             TypeError/ValueError: on shapes that do not fit the layer.
         """
-        check_axes("keys", keys, "BKk", (None, None, self.key_size))
-        check_axes("values", values, "BKv", (*keys.shape[:2], self.value_size))
-        check_same_float_dtype(keys=keys, values=values, layer=self.W_k.weight)
+        _check_grouped_query_attention_cache(self, keys, values)
         return self._cache(keys, values, past)
 
     def _cache(
@@ -295,3 +286,35 @@ class GroupedQueryAttention(MultiHeadAttention):
             layer_weights=self.W_q.weight,
         )
         check_masks(valid_lens, causal, num_keys, like=("queries", queries))
+
+
+def _check_grouped_query_attention_args(
+    num_hiddens: object,
+    num_heads: object,
+    num_kv_heads: object,
+    head_width: object,
+) -> int:
+    """num_hiddens, num_heads H, num_kv_heads G (None: H) and head_width
+    (unless None) ints >= 1, G dividing H. Returns G."""
+    num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+    check_positive_int("num_hiddens", num_hiddens)
+    check_positive_int("num_heads", num_heads)
+    check_positive_int("num_kv_heads", num_kv_heads)
+    if num_heads % num_kv_heads:
+        raise ValueError(
+            f"num_heads ({num_heads}) must be divisible by num_kv_heads "
+            f"({num_kv_heads})"
+        )
+    if head_width is not None:
+        check_positive_int("head_width", head_width)
+    return num_kv_heads
+
+
+def _check_grouped_query_attention_cache(
+    layer: GroupedQueryAttention, keys: object, values: object
+) -> None:
+    """keys (B, K, key_size) and values (B, K, value_size) of the layer's
+    float dtype and device."""
+    check_axes("keys", keys, "BKk", (None, None, layer.key_size))
+    check_axes("values", values, "BKv", (*keys.shape[:2], layer.value_size))
+    check_same_float_dtype(keys=keys, values=values, layer=layer.W_k.weight)

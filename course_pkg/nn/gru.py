@@ -38,16 +38,27 @@ def gru_layer(
         TypeError/ValueError: if a size is not an int >= 1 or dropout not in
             [0, 1).
     """
-    check_sizes(
-        input_size=input_size, num_hiddens=num_hiddens, num_layers=num_layers
-    )
-    check_probability("dropout", dropout)
+    _check_gru_layer(input_size, num_hiddens, num_layers, dropout)
     return nn.GRU(
         input_size,
         num_hiddens,
         num_layers,
         dropout=dropout if num_layers > 1 else 0.0,
     )
+
+
+def _check_gru_layer(
+    input_size: object,
+    num_hiddens: object,
+    num_layers: object,
+    dropout: object,
+) -> None:
+    """input_size, num_hiddens and num_layers ints >= 1; dropout in
+    [0, 1)."""
+    check_sizes(
+        input_size=input_size, num_hiddens=num_hiddens, num_layers=num_layers
+    )
+    check_probability("dropout", dropout)
 
 
 def check_gru_sizes(*sizes: int, dropout: float) -> None:

@@ -150,8 +150,7 @@ class MultiHeadLatentAttention(nn.Module):
             TypeError/ValueError: if X is not (B, Q, D) of the layer's dtype,
                 or past is not a LatentCache of this layer for X's batch.
         """
-        self._check_input(X)
-        self._check_cache(past, X.shape[0])
+        _check_multi_head_latent_attention_cache(self, X, past)
         return self._cache(X, past)
 
     def attend(
@@ -171,13 +170,7 @@ class MultiHeadLatentAttention(nn.Module):
         False (without absorb) takes PyTorch's fused kernel and keeps no
         weights.
         """
-        self._check_input(X)
-        self._check_cache(cache, X.shape[0])
-        if cache.latents.shape[1] < X.shape[1]:
-            raise ValueError(
-                f"cache must hold at least X's Q={X.shape[1]} positions, got "
-                f"{cache.latents.shape[1]}"
-            )
+        _check_multi_head_latent_attention_attend(self, X, cache)
         return self._attend(X, cache, absorb, need_weights)
 
     def cache_numel(self, batch_size: int, num_steps: int) -> int:
@@ -295,6 +288,29 @@ class MultiHeadLatentAttention(nn.Module):
                 "cache.latents and cache.rope_keys must hold as many positions, got "
                 f"{cache.latents.shape[1]} and {cache.rope_keys.shape[1]}"
             )
+
+
+def _check_multi_head_latent_attention_cache(
+    layer: MultiHeadLatentAttention, X: object, past: object
+) -> None:
+    """X (B, Q, D) of the layer's dtype and device; past None or a
+    LatentCache of latents (B, t, r) and rope_keys (B, t, dR)."""
+    layer._check_input(X)
+    layer._check_cache(past, X.shape[0])
+
+
+def _check_multi_head_latent_attention_attend(
+    layer: MultiHeadLatentAttention, X: object, cache: object
+) -> None:
+    """X (B, Q, D) of the layer's dtype and device; cache a LatentCache of
+    latents (B, t, r) and rope_keys (B, t, dR) with t >= Q."""
+    layer._check_input(X)
+    layer._check_cache(cache, X.shape[0])
+    if cache.latents.shape[1] < X.shape[1]:
+        raise ValueError(
+            f"cache must hold at least X's Q={X.shape[1]} positions, got "
+            f"{cache.latents.shape[1]}"
+        )
 
 
 def _check_options(

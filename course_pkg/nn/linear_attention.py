@@ -100,11 +100,25 @@ def linear_attention(
         TypeError, ValueError: on shapes that do not fit, integer tensors,
             a non-callable feature_map, causal with K < Q or eps <= 0.
     """
-    _check_kernel_inputs(queries, keys, values, causal, eps)
-    check_callable("feature_map", feature_map)
+    _check_linear_attention(queries, keys, values, feature_map, causal, eps)
     return _linear_attention(
         feature_map(queries), feature_map(keys), values, causal, eps
     )
+
+
+def _check_linear_attention(
+    queries: object,
+    keys: object,
+    values: object,
+    feature_map: object,
+    causal: object,
+    eps: object,
+) -> None:
+    """queries (B, H, Q, d), keys (B, H, K, d), values (B, H, K, d_v) of one
+    float dtype and device; causal a bool (K >= Q when True); eps > 0;
+    feature_map a callable."""
+    _check_kernel_inputs(queries, keys, values, causal, eps)
+    check_callable("feature_map", feature_map)
 
 
 def _linear_attention(
@@ -161,15 +175,31 @@ def quadratic_kernel_attention(
         TypeError, ValueError: as :func:`linear_attention`, and on a decay
             outside (0, 1], of another shape, or without causal.
     """
+    _check_quadratic_kernel_attention(
+        queries, keys, values, feature_map, causal, decay, eps
+    )
+    gamma = None if decay is None else _per_head(decay, queries)
+    return _quadratic_kernel_attention(
+        feature_map(queries), feature_map(keys), values, causal, gamma, eps
+    )
+
+
+def _check_quadratic_kernel_attention(
+    queries: object,
+    keys: object,
+    values: object,
+    feature_map: object,
+    causal: object,
+    decay: object,
+    eps: object,
+) -> None:
+    """As :func:`_check_linear_attention`, and decay None, a number in
+    (0, 1] or an (H,) float tensor like queries, only with causal=True."""
     _check_kernel_inputs(queries, keys, values, causal, eps)
     check_callable("feature_map", feature_map)
     _check_decay(decay, queries)
     if decay is not None and not causal:
         raise ValueError("decay needs causal=True (it weights past keys)")
-    gamma = None if decay is None else _per_head(decay, queries)
-    return _quadratic_kernel_attention(
-        feature_map(queries), feature_map(keys), values, causal, gamma, eps
-    )
 
 
 def _quadratic_kernel_attention(
@@ -225,9 +255,9 @@ def linear_attention_recurrent(
         TypeError, ValueError: as :func:`quadratic_kernel_attention`, and
             K < Q.
     """
-    _check_kernel_inputs(queries, keys, values, True, eps)
-    check_callable("feature_map", feature_map)
-    _check_decay(decay, queries)
+    _check_linear_attention_recurrent(
+        queries, keys, values, feature_map, decay, eps
+    )
     query_features, key_features = feature_map(queries), feature_map(keys)
     gamma = _per_head(1.0 if decay is None else decay, queries)  # (1, H, 1)
     batch, heads, num_queries = queries.shape[:3]
@@ -250,6 +280,22 @@ def linear_attention_recurrent(
     if not outputs:
         return values.new_zeros(batch, heads, 0, value_width)
     return torch.stack(outputs, dim=2)
+
+
+def _check_linear_attention_recurrent(
+    queries: object,
+    keys: object,
+    values: object,
+    feature_map: object,
+    decay: object,
+    eps: object,
+) -> None:
+    """queries (B, H, Q, d), keys (B, H, K, d) with K >= Q, values (B, H, K,
+    d_v) of one float dtype and device; eps > 0; feature_map a callable;
+    decay None, a number in (0, 1] or an (H,) float tensor like queries."""
+    _check_kernel_inputs(queries, keys, values, True, eps)
+    check_callable("feature_map", feature_map)
+    _check_decay(decay, queries)
 
 
 def _positive(denominator: torch.Tensor) -> torch.Tensor:
@@ -298,9 +344,7 @@ class LinearAttention(nn.Module):
         feature_map: FeatureMap = elu_feature_map,
         eps: float = 1e-6,
     ):
-        check_block_sizes(num_hiddens, None, num_heads, 0.0)
-        check_callable("feature_map", feature_map)
-        check_positive_number("eps", eps)
+        _check_linear_attention_args(num_hiddens, num_heads, feature_map, eps)
         super().__init__()
         self.num_hiddens, self.num_heads = num_hiddens, num_heads
         self.feature_map, self.eps = feature_map, eps
@@ -328,12 +372,8 @@ class LinearAttention(nn.Module):
             TypeError, ValueError: on inputs that do not fit each other or
                 the layer (width, dtype, device), or causal with K < Q.
         """
+        _check_linear_attention_forward(self, queries, keys, values, causal)
         D = self.num_hiddens
-        check_attention_inputs(
-            queries, keys, values, None,
-            query_size=D, key_size=D, value_size=D, causal=causal,
-        )  # fmt: skip
-        check_module_input("queries", queries, self)
         split = self._split_heads
         output = _linear_attention(
             self.feature_map(split(self.W_q(queries))),  # (B, H, Q, m)
@@ -351,6 +391,33 @@ class LinearAttention(nn.Module):
         return X.view(
             X.shape[0], X.shape[1], self.num_heads, head_width
         ).transpose(1, 2)
+
+
+def _check_linear_attention_args(
+    num_hiddens: object, num_heads: object, feature_map: object, eps: object
+) -> None:
+    """num_hiddens D and num_heads H ints >= 1, H dividing D; feature_map a
+    callable; eps > 0."""
+    check_block_sizes(num_hiddens, None, num_heads, 0.0)
+    check_callable("feature_map", feature_map)
+    check_positive_number("eps", eps)
+
+
+def _check_linear_attention_forward(
+    layer: LinearAttention,
+    queries: object,
+    keys: object,
+    values: object,
+    causal: object,
+) -> None:
+    """queries (B, Q, D), keys and values (B, K, D) with D the layer's
+    width, of its dtype and device; causal a bool (K >= Q when True)."""
+    D = layer.num_hiddens
+    check_attention_inputs(
+        queries, keys, values, None,
+        query_size=D, key_size=D, value_size=D, causal=causal,
+    )  # fmt: skip
+    check_module_input("queries", queries, layer)
 
 
 def _check_kernel_inputs(

@@ -49,6 +49,26 @@ def linformer_attention(
             another K, or of different P), integer tensors, or tensors of
             another dtype or device.
     """
+    _check_linformer_attention(
+        queries, keys, values, key_projection, value_projection
+    )
+    width = queries.shape[-1]
+    projected_keys = key_projection @ keys  # (B, H, P, d)
+    projected_values = value_projection @ values  # (B, H, P, d_v)
+    scores = queries @ projected_keys.transpose(-1, -2) / math.sqrt(width)
+    return torch.softmax(scores, dim=-1) @ projected_values
+
+
+def _check_linformer_attention(
+    queries: object,
+    keys: object,
+    values: object,
+    key_projection: object,
+    value_projection: object,
+) -> None:
+    """queries (B, H, Q, d), keys (B, H, K, d), values (B, H, K, d_v),
+    key_projection E (P, K) and value_projection F (P, K), all of one float
+    dtype and device."""
     check_axes("queries", queries, "BHQd", (None,) * 4)
     batch, heads, _, width = queries.shape
     check_axes("keys", keys, "BHKd", (batch, heads, None, width))
@@ -66,7 +86,3 @@ def linformer_attention(
         key_projection=key_projection,
         value_projection=value_projection,
     )
-    projected_keys = key_projection @ keys  # (B, H, P, d)
-    projected_values = value_projection @ values  # (B, H, P, d_v)
-    scores = queries @ projected_keys.transpose(-1, -2) / math.sqrt(width)
-    return torch.softmax(scores, dim=-1) @ projected_values

@@ -53,6 +53,13 @@ def lsh_buckets(X: torch.Tensor, rotations: torch.Tensor) -> torch.Tensor:
             tensor, R is not 2-D with d rows and at least one column, or
             their dtypes or devices differ.
     """
+    _check_lsh_buckets(X, rotations)
+    return _lsh_buckets(X, rotations)
+
+
+def _check_lsh_buckets(X: object, rotations: object) -> None:
+    """rotations R (d, n/2) float with n/2 >= 1; X (..., d) of R's dtype
+    and device."""
     check_axes("rotations", rotations, "dn", (None, None))
     if rotations.shape[1] < 1:
         raise ValueError(
@@ -69,7 +76,6 @@ def lsh_buckets(X: torch.Tensor, rotations: torch.Tensor) -> torch.Tensor:
             f"d), got {tuple(X.shape)}"
         )
     check_same_float_dtype(X=X, rotations=rotations)
-    return _lsh_buckets(X, rotations)
 
 
 def _lsh_buckets(X: torch.Tensor, rotations: torch.Tensor) -> torch.Tensor:
@@ -107,15 +113,7 @@ def lsh_attention(
             even int >= 2, causal not a bool, or generator not a
             torch.Generator.
     """
-    check_axes("queries", queries, "BHTd", (None,) * 4)
-    check_axes("values", values, "BHTd", (*queries.shape[:3], None))
-    check_same_float_dtype(queries=queries, values=values)
-    check_positive_int("num_buckets", num_buckets)
-    if num_buckets > 1 and num_buckets % 2:
-        raise ValueError(f"num_buckets must be 1 or even, got {num_buckets}")
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
-    check_generator(generator)
+    _check_lsh_attention(queries, values, num_buckets, causal, generator)
     num_steps, width = queries.shape[2:]
     if num_buckets == 1:
         buckets = queries.new_zeros(queries.shape[:3], dtype=torch.long)
@@ -134,3 +132,24 @@ def lsh_attention(
     keys = F.normalize(queries, dim=-1)  # a zero query stays zero
     scores = queries @ keys.transpose(-1, -2) / math.sqrt(width)
     return _masked_softmax(scores, same_bucket) @ values
+
+
+def _check_lsh_attention(
+    queries: object,
+    values: object,
+    num_buckets: object,
+    causal: object,
+    generator: object,
+) -> None:
+    """queries (B, H, T, d) and values (B, H, T, d_v) of one float dtype;
+    num_buckets 1 or an even int >= 2; causal a bool; generator None or a
+    torch.Generator."""
+    check_axes("queries", queries, "BHTd", (None,) * 4)
+    check_axes("values", values, "BHTd", (*queries.shape[:3], None))
+    check_same_float_dtype(queries=queries, values=values)
+    check_positive_int("num_buckets", num_buckets)
+    if num_buckets > 1 and num_buckets % 2:
+        raise ValueError(f"num_buckets must be 1 or even, got {num_buckets}")
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
+    check_generator(generator)

@@ -45,6 +45,13 @@ def sequence_mask(valid_lens: torch.Tensor, max_len: int) -> torch.Tensor:
             CPU; see :mod:`course_pkg.checks`) a length is outside
             [0, max_len].
     """
+    _check_sequence_mask(valid_lens, max_len)
+    return _length_mask(valid_lens, max_len)
+
+
+def _check_sequence_mask(valid_lens: object, max_len: object) -> None:
+    """valid_lens a (B,) or (B, Q) integer tensor of lengths in [0, max_len]
+    (range checked on the CPU only); max_len an int >= 0."""
     if not isinstance(valid_lens, torch.Tensor):
         raise TypeError(
             "valid_lens must be a torch.Tensor of shape (B,) or (B, Q), "
@@ -60,7 +67,6 @@ def sequence_mask(valid_lens: torch.Tensor, max_len: int) -> torch.Tensor:
     if max_len < 0:
         raise ValueError(f"max_len must be >= 0, got {max_len}")
     check_range("valid_lens", valid_lens, 0, max_len)
-    return _length_mask(valid_lens, max_len)
 
 
 def _length_mask(valid_lens: torch.Tensor, max_len: int) -> torch.Tensor:
@@ -90,9 +96,18 @@ def causal_mask(
         TypeError: if num_queries or num_keys is not an int.
         ValueError: if Q < 0 or K < Q.
     """
+    device = _check_causal_mask(num_queries, num_keys, device)
+    return _causal_mask(num_queries, num_keys, device)
+
+
+def _check_causal_mask(
+    num_queries: object, num_keys: object, device: object
+) -> torch.device | None:
+    """num_keys K an int, num_queries an int in [0, K]; device None or a
+    usable device. Returns the device as a torch.device (or None)."""
     check_int("num_keys", num_keys)
     _check_causal_sizes(num_queries, num_keys)
-    return _causal_mask(num_queries, num_keys, check_device("device", device))
+    return check_device("device", device)
 
 
 def _check_causal_sizes(num_queries: object, num_keys: int) -> None:
@@ -133,6 +148,19 @@ def query_key_distance(
     Raises:
         TypeError, ValueError: if a size is not an int >= 1 or K < Q.
     """
+    device = _check_query_key_distance(num_queries, num_keys, device)
+    query_positions = torch.arange(
+        num_keys - num_queries, num_keys, device=device
+    )
+    key_positions = torch.arange(num_keys, device=device)
+    return query_positions[:, None] - key_positions[None, :]
+
+
+def _check_query_key_distance(
+    num_queries: object, num_keys: object, device: object
+) -> torch.device | None:
+    """num_queries Q and num_keys K ints >= 1 with K >= Q; device None or a
+    usable device. Returns the device as a torch.device (or None)."""
     check_positive_int("num_queries", num_queries)
     check_positive_int("num_keys", num_keys)
     if num_keys < num_queries:
@@ -140,12 +168,7 @@ def query_key_distance(
             f"num_keys must be >= num_queries, got K={num_keys}, "
             f"Q={num_queries}"
         )
-    device = check_device("device", device)
-    query_positions = torch.arange(
-        num_keys - num_queries, num_keys, device=device
-    )
-    key_positions = torch.arange(num_keys, device=device)
-    return query_positions[:, None] - key_positions[None, :]
+    return check_device("device", device)
 
 
 def attention_mask(
@@ -168,6 +191,22 @@ def attention_mask(
         TypeError, ValueError: as :func:`sequence_mask` (except the range
             of the lengths, which its callers check) and :func:`causal_mask`.
     """
+    device = _check_attention_mask(
+        valid_lens, num_queries, num_keys, causal, device
+    )
+    return _attention_mask(valid_lens, num_queries, num_keys, causal, device)
+
+
+def _check_attention_mask(
+    valid_lens: object,
+    num_queries: object,
+    num_keys: object,
+    causal: object,
+    device: object,
+) -> torch.device | None:
+    """num_keys K an int >= 0; device None or usable; valid_lens None or a
+    (B,) or (B, Q) integer tensor; with causal, num_queries an int in [0, K].
+    Returns the device as a torch.device (or None)."""
     check_int("num_keys", num_keys)
     if num_keys < 0:
         raise ValueError(f"num_keys must be >= 0, got {num_keys}")
@@ -182,7 +221,7 @@ def attention_mask(
         check_integer_dtype("valid_lens", valid_lens)
     if causal:
         _check_causal_sizes(num_queries, num_keys)
-    return _attention_mask(valid_lens, num_queries, num_keys, causal, device)
+    return device
 
 
 def _attention_mask(
@@ -228,12 +267,20 @@ def masked_softmax(
         ValueError: if X is not 3-D or valid_lens does not fit it (see
             :mod:`course_pkg.checks`).
     """
-    check_tensor("X", X, 3, "(B, Q, K)")
-    check_float_dtype("X", X)
+    _check_masked_softmax(X, valid_lens, causal)
     batch_size, num_queries, num_keys = X.shape
-    check_masks(valid_lens, causal, num_keys, like=("X", X))
     mask = _attention_mask(valid_lens, num_queries, num_keys, causal, X.device)
     return _masked_softmax(X, mask)
+
+
+def _check_masked_softmax(
+    X: object, valid_lens: object, causal: object
+) -> None:
+    """X (B, Q, K) float; valid_lens None, (B,) or (B, Q) ints fitting X;
+    causal a bool (see :func:`course_pkg.checks.check_masks`)."""
+    check_tensor("X", X, 3, "(B, Q, K)")
+    check_float_dtype("X", X)
+    check_masks(valid_lens, causal, X.shape[-1], like=("X", X))
 
 
 def _masked_softmax(
@@ -270,6 +317,13 @@ def hide_unseen(X: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
             tensor.
         ValueError: if X is not 3-D or 4-D, or mask is on another device.
     """
+    _check_hide_unseen(X, mask)
+    return _hide_unseen(X, mask)
+
+
+def _check_hide_unseen(X: object, mask: object) -> None:
+    """X (B, K, d) or (B, H, K, d) float; mask None or a bool tensor on X's
+    device."""
     check_tensor_type("X", X)
     check_float_dtype("X", X)
     if X.dim() not in (3, 4):
@@ -281,7 +335,6 @@ def hide_unseen(X: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         if mask.dtype != torch.bool:
             raise TypeError(f"mask must be a bool tensor, got {mask.dtype}")
         check_same_device(X=X, mask=mask)
-    return _hide_unseen(X, mask)
 
 
 def _hide_unseen(X: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:

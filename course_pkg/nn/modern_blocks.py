@@ -50,9 +50,7 @@ class RMSNorm(nn.Module):
 
     def __init__(self, num_hiddens: int, eps: float | None = None):
         super().__init__()
-        check_sizes(num_hiddens=num_hiddens)
-        if eps is not None:
-            check_nonnegative_number("eps", eps)
+        _check_rms_norm_args(num_hiddens, eps)
         self.num_hiddens, self.eps = num_hiddens, eps
         self.weight = nn.Parameter(torch.ones(num_hiddens))
 
@@ -75,6 +73,13 @@ class RMSNorm(nn.Module):
         mean_square = wide.pow(2).mean(-1, keepdim=True)  # (..., 1)
         normed = wide * torch.rsqrt(mean_square + eps)
         return normed.to(X.dtype) * self.weight
+
+
+def _check_rms_norm_args(num_hiddens: object, eps: object) -> None:
+    """num_hiddens D an int >= 1; eps None or a number >= 0."""
+    check_sizes(num_hiddens=num_hiddens)
+    if eps is not None:
+        check_nonnegative_number("eps", eps)
 
 
 class SwiGLUFFN(nn.Module):
@@ -186,10 +191,10 @@ class PreNormEncoderBlock(nn.Module):
         rotary: bool = False,
     ):
         super().__init__()
-        check_block_options(norm, ffn)
-        check_block_sizes(
-            num_hiddens, ffn_num_hiddens, num_heads, dropout, num_kv_heads
-        )
+        _check_pre_norm_encoder_block_args(
+            num_hiddens, ffn_num_hiddens, num_heads, dropout, norm, ffn,
+            num_kv_heads,
+        )  # fmt: skip
         norms, ffns = NORMS, FFNS
         self.num_hiddens = num_hiddens
         self.norm1 = norms[norm](num_hiddens)
@@ -218,14 +223,40 @@ class PreNormEncoderBlock(nn.Module):
         Raises TypeError/ValueError if X is not (B, T, D) or valid_lens does
         not fit it.
         """
-        shape = f"(B, T, {self.num_hiddens})"
-        check_tensor("X", X, 3, shape)
-        check_features("X", X, self.num_hiddens, self)
+        _check_pre_norm_encoder_block_forward(self, X)
         normed = self.norm1(X)
         X = X + self.dropout(
             self.attention(normed, normed, normed, valid_lens, causal=causal)
         )
         return X + self.dropout(self.ffn(self.norm2(X)))
+
+
+def _check_pre_norm_encoder_block_args(
+    num_hiddens: object,
+    ffn_num_hiddens: object,
+    num_heads: object,
+    dropout: object,
+    norm: object,
+    ffn: object,
+    num_kv_heads: object,
+) -> None:
+    """norm and ffn keys of :data:`NORMS` and :data:`FFNS`; the sizes ints
+    >= 1 with num_heads dividing num_hiddens and num_kv_heads (None: H)
+    dividing num_heads; dropout in [0, 1)."""
+    check_block_options(norm, ffn)
+    check_block_sizes(
+        num_hiddens, ffn_num_hiddens, num_heads, dropout, num_kv_heads
+    )
+
+
+def _check_pre_norm_encoder_block_forward(
+    block: PreNormEncoderBlock, X: object
+) -> None:
+    """X (B, T, D) float, D the block's width, of its dtype and device
+    (valid_lens: the attention's checks)."""
+    shape = f"(B, T, {block.num_hiddens})"
+    check_tensor("X", X, 3, shape)
+    check_features("X", X, block.num_hiddens, block)
 
 
 def _check_width(

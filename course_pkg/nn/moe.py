@@ -135,13 +135,9 @@ class MoEFeedForward(nn.Module):
         norm_topk_prob: bool = True,
     ):
         super().__init__()
-        check_sizes(num_hiddens=num_hiddens, ffn_num_hiddens=ffn_num_hiddens)
-        _check_top_k(top_k, num_experts)
-        if not isinstance(norm_topk_prob, bool):
-            raise TypeError(
-                "norm_topk_prob must be a bool, "
-                f"got {type(norm_topk_prob).__name__}"
-            )
+        _check_moe_feed_forward_args(
+            num_hiddens, ffn_num_hiddens, num_experts, top_k, norm_topk_prob
+        )
         self.num_hiddens, self.num_experts = num_hiddens, num_experts
         self.top_k, self.norm_topk_prob = top_k, norm_topk_prob
         self.router = nn.Linear(num_hiddens, num_experts, bias=False)
@@ -194,6 +190,24 @@ class MoEFeedForward(nn.Module):
         if self.norm_topk_prob:
             gates = gates / gates.sum(-1, keepdim=True)
         return logits, gates.to(X.dtype), chosen
+
+
+def _check_moe_feed_forward_args(
+    num_hiddens: object,
+    ffn_num_hiddens: object,
+    num_experts: object,
+    top_k: object,
+    norm_topk_prob: object,
+) -> None:
+    """:class:`MoEFeedForward`'s settings: the sizes ints >= 1 with
+    top_k <= num_experts, norm_topk_prob a bool."""
+    check_sizes(num_hiddens=num_hiddens, ffn_num_hiddens=ffn_num_hiddens)
+    _check_top_k(top_k, num_experts)
+    if not isinstance(norm_topk_prob, bool):
+        raise TypeError(
+            "norm_topk_prob must be a bool, "
+            f"got {type(norm_topk_prob).__name__}"
+        )
 
 
 class DeepSeekMoE(nn.Module):
@@ -529,10 +543,7 @@ def moe_to_hf(
         ValueError: on an unknown layout, a missing, left-over or misshapen
             tensor.
     """
-    check_str("layout", layout)
-    if layout not in HF_LAYOUTS:
-        raise ValueError(f"layout must be one of {HF_LAYOUTS}, got {layout!r}")
-    ours = _check_state_dict(state_dict)
+    ours = _check_moe_to_hf(state_dict, layout)
     router = _take(ours, "router.weight", 2, "(E, D)")
     num_experts, width = router.shape
     experts: dict[str, list[torch.Tensor]] = {name: [] for name in _OURS}
@@ -559,6 +570,16 @@ def moe_to_hf(
         for our, their in zip(_OURS, _PER_EXPERT[layout], strict=True):
             theirs[f"experts.{e}.{their}.weight"] = experts[our][e]
     return theirs
+
+
+def _check_moe_to_hf(state_dict: object, layout: object) -> StateDict:
+    """layout a str of :data:`HF_LAYOUTS`; state_dict a mapping of str to
+    tensors, returned as a (shallow-copied) dict. The tensors' names and
+    shapes are checked as :func:`moe_to_hf` reads them."""
+    check_str("layout", layout)
+    if layout not in HF_LAYOUTS:
+        raise ValueError(f"layout must be one of {HF_LAYOUTS}, got {layout!r}")
+    return _check_state_dict(state_dict)
 
 
 def _check_state_dict(state_dict: object) -> StateDict:

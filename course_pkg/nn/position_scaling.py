@@ -81,16 +81,22 @@ def alibi_bias(
             is not an int.
         ValueError: if a size is < 1 or K < Q.
     """
+    _check_alibi_bias(num_heads, dtype)
+    distance = query_key_distance(num_queries, num_keys, device)  # (Q, K)
+    exact = torch.float64 if dtype == torch.float64 else torch.float32
+    slopes = alibi_slopes(num_heads).to(distance.device, exact)
+    return (-slopes[:, None, None] * distance.abs().to(exact)).to(dtype)
+
+
+def _check_alibi_bias(num_heads: object, dtype: object) -> None:
+    """dtype a floating-point torch.dtype; num_heads an int >= 1 (the other
+    sizes and the device: :func:`~course_pkg.nn.masks.query_key_distance`)."""
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(
             "dtype must be a floating-point torch.dtype (e.g. torch.float32), "
             f"got {dtype!r}"
         )
     check_positive_int("num_heads", num_heads)
-    distance = query_key_distance(num_queries, num_keys, device)  # (Q, K)
-    exact = torch.float64 if dtype == torch.float64 else torch.float32
-    slopes = alibi_slopes(num_heads).to(distance.device, exact)
-    return (-slopes[:, None, None] * distance.abs().to(exact)).to(dtype)
 
 
 # ------------------------------------------------------------- RoPE, stretched
@@ -104,12 +110,19 @@ def ntk_scaled_base(base: float, factor: float, head_width: int) -> float:
         TypeError, ValueError: if base or factor is not a number > 0, or
             head_width is not an even int >= 4.
     """
+    _check_ntk_scaled_base(base, factor, head_width)
+    return base * factor ** (head_width / (head_width - 2))
+
+
+def _check_ntk_scaled_base(
+    base: object, factor: object, head_width: object
+) -> None:
+    """base and factor numbers > 0; head_width an even int >= 4."""
     check_positive_number("base", base)
     check_positive_number("factor", factor)
     check_positive_int("head_width", head_width)
     if head_width < 4 or head_width % 2:
         raise ValueError(f"head_width must be even and >= 4, got {head_width}")
-    return base * factor ** (head_width / (head_width - 2))
 
 
 ROPE_SCALINGS = ("none", "interpolation", "ntk")
@@ -131,13 +144,7 @@ def scaled_rotary(
     Raises:
         ValueError: on an unknown scaling or factor < 1.
     """
-    if scaling not in ROPE_SCALINGS:
-        raise ValueError(
-            f"scaling must be one of {ROPE_SCALINGS}, got {scaling!r}"
-        )
-    check_positive_number("factor", factor)
-    if factor < 1:
-        raise ValueError(f"factor must be >= 1, got {factor}")
+    _check_scaled_rotary(scaling, factor)
     if scaling == "interpolation":
         return RotaryEmbedding(head_width, base, position_scale=factor)
     if scaling == "ntk":
@@ -145,3 +152,15 @@ def scaled_rotary(
             head_width, ntk_scaled_base(base, factor, head_width)
         )
     return RotaryEmbedding(head_width, base)
+
+
+def _check_scaled_rotary(scaling: object, factor: object) -> None:
+    """scaling one of :data:`ROPE_SCALINGS`; factor a number >= 1 (head_width
+    and base: :class:`~course_pkg.nn.rotary.RotaryEmbedding`)."""
+    if scaling not in ROPE_SCALINGS:
+        raise ValueError(
+            f"scaling must be one of {ROPE_SCALINGS}, got {scaling!r}"
+        )
+    check_positive_number("factor", factor)
+    if factor < 1:
+        raise ValueError(f"factor must be >= 1, got {factor}")

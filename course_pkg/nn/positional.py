@@ -35,14 +35,7 @@ def sinusoidal_table(max_len: int, num_hiddens: int) -> torch.Tensor:
         TypeError: if num_hiddens or max_len is not an int.
         ValueError: if num_hiddens is odd or not positive, or max_len < 0.
     """
-    check_int("num_hiddens", num_hiddens)
-    check_int("max_len", max_len)
-    if max_len < 0:
-        raise ValueError(f"max_len must be >= 0, got {max_len}")
-    if num_hiddens <= 0 or num_hiddens % 2:
-        raise ValueError(
-            f"num_hiddens must be a positive even number, got {num_hiddens}"
-        )
+    _check_sinusoidal_table(max_len, num_hiddens)
     positions = torch.arange(max_len, dtype=torch.float32)[
         :, None
     ]  # (max_len, 1)
@@ -56,6 +49,18 @@ def sinusoidal_table(max_len: int, num_hiddens: int) -> torch.Tensor:
     table[:, 0::2] = torch.sin(angles)
     table[:, 1::2] = torch.cos(angles)
     return table
+
+
+def _check_sinusoidal_table(max_len: object, num_hiddens: object) -> None:
+    """num_hiddens D a positive even int; max_len an int >= 0."""
+    check_int("num_hiddens", num_hiddens)
+    check_int("max_len", max_len)
+    if max_len < 0:
+        raise ValueError(f"max_len must be >= 0, got {max_len}")
+    if num_hiddens <= 0 or num_hiddens % 2:
+        raise ValueError(
+            f"num_hiddens must be a positive even number, got {num_hiddens}"
+        )
 
 
 class PositionalEncoding(nn.Module):
@@ -76,8 +81,7 @@ class PositionalEncoding(nn.Module):
 
     def __init__(self, num_hiddens: int, dropout: float, max_len: int = 1000):
         super().__init__()
-        check_positive_int("max_len", max_len)
-        check_probability("dropout", dropout)
+        _check_positional_encoding_args(max_len, dropout)
         self.num_hiddens, self.max_len = num_hiddens, max_len
         self.dropout = nn.Dropout(dropout)
         self.register_buffer("P", sinusoidal_table(max_len, num_hiddens)[None])
@@ -90,6 +94,13 @@ class PositionalEncoding(nn.Module):
         return self.dropout(
             X + self.P[:, offset : offset + X.shape[1]].to(X.dtype)
         )
+
+
+def _check_positional_encoding_args(max_len: object, dropout: object) -> None:
+    """max_len an int >= 1; dropout in [0, 1) (num_hiddens:
+    :func:`sinusoidal_table`)."""
+    check_positive_int("max_len", max_len)
+    check_probability("dropout", dropout)
 
 
 class LearnedPositionalEncoding(nn.Module):
@@ -110,8 +121,7 @@ class LearnedPositionalEncoding(nn.Module):
 
     def __init__(self, num_hiddens: int, dropout: float, max_len: int = 1000):
         super().__init__()
-        check_sizes(num_hiddens=num_hiddens, max_len=max_len)
-        check_probability("dropout", dropout)
+        _check_learned_positional_encoding_args(num_hiddens, dropout, max_len)
         self.num_hiddens, self.max_len = num_hiddens, max_len
         self.embedding = nn.Embedding(max_len, num_hiddens)
         self.dropout = nn.Dropout(dropout)
@@ -123,6 +133,14 @@ class LearnedPositionalEncoding(nn.Module):
         )
         positions = torch.arange(offset, offset + X.shape[1], device=X.device)
         return self.dropout(X + self.embedding(positions)[None].to(X.dtype))
+
+
+def _check_learned_positional_encoding_args(
+    num_hiddens: object, dropout: object, max_len: object
+) -> None:
+    """num_hiddens and max_len ints >= 1; dropout in [0, 1)."""
+    check_sizes(num_hiddens=num_hiddens, max_len=max_len)
+    check_probability("dropout", dropout)
 
 
 def _check_input(

@@ -81,11 +81,9 @@ def draw_orthogonal_features(
         TypeError, ValueError: if a size is not an int >= 1, generator not
             a torch.Generator, dtype not floating point or device unknown.
     """
-    check_sizes(num_features=num_features, head_width=head_width)
-    check_generator(generator)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"dtype must be a floating-point dtype, got {dtype!r}")
-    device = check_device("device", device)
+    device = _check_draw_orthogonal_features(
+        num_features, head_width, generator, dtype, device
+    )
     source = "cpu" if generator is None else generator.device
     draw = dict(generator=generator, dtype=torch.float64, device=source)
     num_blocks = -(-num_features // head_width)
@@ -97,6 +95,23 @@ def draw_orthogonal_features(
     rows = rows.reshape(-1, head_width)[:num_features]  # (m, d), unit rows
     lengths = torch.randn(num_features, head_width, **draw).norm(dim=-1)
     return (rows * lengths[:, None]).to(dtype=dtype, device=device)
+
+
+def _check_draw_orthogonal_features(
+    num_features: object,
+    head_width: object,
+    generator: object,
+    dtype: object,
+    device: object,
+) -> torch.device | None:
+    """num_features m and head_width d ints >= 1; generator None or a
+    torch.Generator; dtype floating point; device None or a usable device,
+    returned as a torch.device (or None)."""
+    check_sizes(num_features=num_features, head_width=head_width)
+    check_generator(generator)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point dtype, got {dtype!r}")
+    return check_device("device", device)
 
 
 def positive_random_features(X: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
@@ -135,14 +150,22 @@ def softmax_kernel_estimate(
         TypeError, ValueError: on shapes that do not fit, integer tensors,
             or tensors of another dtype or device.
     """
+    _check_softmax_kernel_estimate(queries, keys, W)
+    query_features = torch.exp(_log_features(queries, W))  # (Q, m)
+    key_features = torch.exp(_log_features(keys, W))  # (K, m)
+    return query_features @ key_features.transpose(0, 1)
+
+
+def _check_softmax_kernel_estimate(
+    queries: object, keys: object, W: object
+) -> None:
+    """W (m, d), queries (Q, d) and keys (K, d), of one float dtype and
+    device."""
     check_axes("W", W, "md", (None, None))
     width = W.shape[1]
     check_axes("queries", queries, "Qd", (None, width))
     check_axes("keys", keys, "Kd", (None, width))
     check_same_float_dtype(queries=queries, keys=keys, W=W)
-    query_features = torch.exp(_log_features(queries, W))  # (Q, m)
-    key_features = torch.exp(_log_features(keys, W))  # (K, m)
-    return query_features @ key_features.transpose(0, 1)
 
 
 def performer_attention(
@@ -171,10 +194,24 @@ def performer_attention(
             tensors of another dtype or device, causal with K < Q or
             eps <= 0.
     """
+    _check_performer_attention(queries, keys, values, W, causal, eps)
+    return _performer_attention(queries, keys, values, W, causal, eps)
+
+
+def _check_performer_attention(
+    queries: object,
+    keys: object,
+    values: object,
+    W: object,
+    causal: object,
+    eps: object,
+) -> None:
+    """queries (B, H, Q, d), keys (B, H, K, d), values (B, H, K, d_v) and
+    W (m, d) of one float dtype and device; causal a bool (K >= Q when
+    True); eps > 0."""
     _check_kernel_inputs(queries, keys, values, causal, eps)
     check_axes("W", W, "md", (None, queries.shape[-1]))
     check_same_float_dtype(queries=queries, W=W)
-    return _performer_attention(queries, keys, values, W, causal, eps)
 
 
 def _performer_attention(

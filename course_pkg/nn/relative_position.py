@@ -65,10 +65,24 @@ def relative_position_bucket(
             bidirectional not a bool or a size not an int.
         ValueError: if num_buckets or max_distance is too small.
     """
+    _check_relative_position_bucket(
+        relative_position, bidirectional, num_buckets, max_distance
+    )
+    return _bucket(relative_position, bidirectional, num_buckets, max_distance)
+
+
+def _check_relative_position_bucket(
+    relative_position: object,
+    bidirectional: object,
+    num_buckets: object,
+    max_distance: object,
+) -> None:
+    """relative_position an integer tensor of any shape; bidirectional a
+    bool; num_buckets an int >= 4 (>= 2 one-way); max_distance an int above
+    the exact buckets (:func:`_check_buckets`)."""
     check_tensor_type("relative_position", relative_position)
     check_integer_dtype("relative_position", relative_position, "offsets")
     _check_buckets(bidirectional, num_buckets, max_distance)
-    return _bucket(relative_position, bidirectional, num_buckets, max_distance)
 
 
 def _check_buckets(
@@ -149,8 +163,9 @@ class RelativePositionBias(nn.Module):
         bidirectional: bool = True,
     ):
         super().__init__()
-        check_sizes(num_heads=num_heads)
-        _check_buckets(bidirectional, num_buckets, max_distance)
+        _check_relative_position_bias_args(
+            num_heads, num_buckets, max_distance, bidirectional
+        )
         self.num_heads, self.num_buckets = num_heads, num_buckets
         self.max_distance, self.bidirectional = max_distance, bidirectional
         self.embedding = nn.Embedding(num_buckets, num_heads)
@@ -171,3 +186,15 @@ class RelativePositionBias(nn.Module):
             offsets, self.bidirectional, self.num_buckets, self.max_distance
         )
         return self.embedding(buckets).permute(2, 0, 1)[None]  # (1, H, Q, K)
+
+
+def _check_relative_position_bias_args(
+    num_heads: object,
+    num_buckets: object,
+    max_distance: object,
+    bidirectional: object,
+) -> None:
+    """num_heads H an int >= 1; bidirectional a bool; num_buckets an int
+    >= 4 (>= 2 one-way); max_distance an int above the exact buckets."""
+    check_sizes(num_heads=num_heads)
+    _check_buckets(bidirectional, num_buckets, max_distance)

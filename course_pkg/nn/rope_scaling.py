@@ -68,6 +68,29 @@ def llama3_inverse_frequency(
         ValueError: on an odd or non-positive head_width, base <= 1,
             factor < 1, or low_freq_factor >= high_freq_factor.
     """
+    device = _check_llama3_inverse_frequency(
+        head_width, base, factor, low_freq_factor, high_freq_factor,
+        original_max_len, dtype, device,
+    )  # fmt: skip
+    return _llama3_inverse_frequency(
+        head_width, base, factor, low_freq_factor, high_freq_factor,
+        original_max_len, dtype, device,
+    )  # fmt: skip
+
+
+def _check_llama3_inverse_frequency(
+    head_width: object,
+    base: object,
+    factor: object,
+    low_freq_factor: object,
+    high_freq_factor: object,
+    original_max_len: object,
+    dtype: object,
+    device: object,
+) -> torch.device | None:
+    """The scaling's arguments (:func:`_check_llama3`), dtype a
+    floating-point torch.dtype and device None or a usable device, returned
+    as a torch.device (or None)."""
     _check_llama3(
         head_width, base, factor, low_freq_factor, high_freq_factor,
         original_max_len,
@@ -76,11 +99,7 @@ def llama3_inverse_frequency(
         raise TypeError(
             f"dtype must be a floating-point torch.dtype, got {dtype!r}"
         )
-    device = check_device("device", device)
-    return _llama3_inverse_frequency(
-        head_width, base, factor, low_freq_factor, high_freq_factor,
-        original_max_len, dtype, device,
-    )  # fmt: skip
+    return check_device("device", device)
 
 
 def _llama3_inverse_frequency(
@@ -198,11 +217,7 @@ class Llama3RotaryEmbedding(RotaryEmbedding):
             TypeError/ValueError: if positions is not a (T,) tensor or dtype
                 not a floating-point dtype.
         """
-        check_tensor("positions", positions, 1, "(T,)")
-        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-            raise TypeError(
-                f"dtype must be a floating-point torch.dtype, got {dtype!r}"
-            )
+        _check_llama3_rotary_embedding_angles(positions, dtype)
         key = (positions.device, dtype)
         if key not in self._inverse:  # computed once a device and dtype
             self._inverse[key] = _llama3_inverse_frequency(
@@ -218,4 +233,15 @@ class Llama3RotaryEmbedding(RotaryEmbedding):
             f"factor={self.factor}, low_freq_factor={self.low_freq_factor}, "
             f"high_freq_factor={self.high_freq_factor}, "
             f"original_max_len={self.original_max_len}"
+        )
+
+
+def _check_llama3_rotary_embedding_angles(
+    positions: object, dtype: object
+) -> None:
+    """positions a (T,) tensor; dtype a floating-point torch.dtype."""
+    check_tensor("positions", positions, 1, "(T,)")
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(
+            f"dtype must be a floating-point torch.dtype, got {dtype!r}"
         )

@@ -50,22 +50,7 @@ class RotaryEmbedding(nn.Module):
         position_scale: float = 1.0,
     ):
         super().__init__()
-        if not isinstance(head_width, int) or isinstance(head_width, bool):
-            raise TypeError(
-                f"head_width must be an int, got {type(head_width).__name__}"
-            )
-        if head_width <= 0 or head_width % 2:
-            raise ValueError(
-                f"head_width must be a positive even number, got {head_width}"
-            )
-        check_positive_number("base", base)
-        if not base > 1:
-            raise ValueError(f"base must be > 1, got {base}")
-        check_positive_number("position_scale", position_scale)
-        if not position_scale > 0:
-            raise ValueError(
-                f"position_scale must be > 0, got {position_scale}"
-            )
+        _check_rotary_embedding_args(head_width, base, position_scale)
         self.head_width, self.base = head_width, float(base)
         self.position_scale = float(position_scale)
         # (key, (cos, sin)) of the last positions asked for (_cos_sin)
@@ -109,22 +94,7 @@ class RotaryEmbedding(nn.Module):
             ValueError: if X has rank < 2 or last dimension != d, or offset
                 < 0.
         """
-        if not isinstance(X, torch.Tensor) or not X.is_floating_point():
-            raise TypeError(
-                f"X must be a float torch.Tensor of shape (..., T, {self.head_width}), "
-                f"got {getattr(X, 'dtype', type(X).__name__)}"
-            )
-        if X.dim() < 2 or X.shape[-1] != self.head_width:
-            raise ValueError(
-                f"X must have shape (..., T, {self.head_width}), "
-                f"got {tuple(X.shape)}"
-            )
-        if not isinstance(offset, int) or isinstance(offset, bool):
-            raise TypeError(
-                f"offset must be an int, got {type(offset).__name__}"
-            )
-        if offset < 0:
-            raise ValueError(f"offset must be >= 0, got {offset}")
+        _check_rotary_embedding_forward(self, X, offset)
         return self._rotate(X, offset)
 
     def _rotate(self, X: torch.Tensor, offset: int) -> torch.Tensor:
@@ -157,3 +127,45 @@ class RotaryEmbedding(nn.Module):
                 (angles.cos().to(dtype), angles.sin().to(dtype)),
             )
         return self._last[1]
+
+
+def _check_rotary_embedding_args(
+    head_width: object, base: object, position_scale: object
+) -> None:
+    """head_width d a positive even int; base a number > 1;
+    position_scale a number > 0."""
+    if not isinstance(head_width, int) or isinstance(head_width, bool):
+        raise TypeError(
+            f"head_width must be an int, got {type(head_width).__name__}"
+        )
+    if head_width <= 0 or head_width % 2:
+        raise ValueError(
+            f"head_width must be a positive even number, got {head_width}"
+        )
+    check_positive_number("base", base)
+    if not base > 1:
+        raise ValueError(f"base must be > 1, got {base}")
+    check_positive_number("position_scale", position_scale)
+    if not position_scale > 0:
+        raise ValueError(f"position_scale must be > 0, got {position_scale}")
+
+
+def _check_rotary_embedding_forward(
+    rotary: RotaryEmbedding, X: object, offset: object
+) -> None:
+    """X a float tensor (..., T, d) with d the embedding's head_width;
+    offset an int >= 0."""
+    if not isinstance(X, torch.Tensor) or not X.is_floating_point():
+        raise TypeError(
+            f"X must be a float torch.Tensor of shape (..., T, {rotary.head_width}), "
+            f"got {getattr(X, 'dtype', type(X).__name__)}"
+        )
+    if X.dim() < 2 or X.shape[-1] != rotary.head_width:
+        raise ValueError(
+            f"X must have shape (..., T, {rotary.head_width}), "
+            f"got {tuple(X.shape)}"
+        )
+    if not isinstance(offset, int) or isinstance(offset, bool):
+        raise TypeError(f"offset must be an int, got {type(offset).__name__}")
+    if offset < 0:
+        raise ValueError(f"offset must be >= 0, got {offset}")

@@ -47,8 +47,7 @@ class ScoredAttention(nn.Module):
 
     def __init__(self, query_size: int, key_size: int, dropout: float):
         super().__init__()
-        check_sizes(query_size=query_size, key_size=key_size)
-        check_probability("dropout", dropout)
+        _check_scored_attention_args(query_size, key_size, dropout)
         self.query_size, self.key_size = query_size, key_size
         self.projected_key_size = key_size  # a subclass may project keys
         self.dropout = nn.Dropout(dropout)
@@ -93,6 +92,14 @@ class ScoredAttention(nn.Module):
         return torch.bmm(
             self.dropout(self.attention_weights), _hide_unseen(values, mask)
         )
+
+
+def _check_scored_attention_args(
+    query_size: object, key_size: object, dropout: object
+) -> None:
+    """query_size D_q and key_size D_k ints >= 1; dropout in [0, 1)."""
+    check_sizes(query_size=query_size, key_size=key_size)
+    check_probability("dropout", dropout)
 
 
 def _checked_keys(

@@ -79,6 +79,24 @@ def sliding_window_attention(
         TypeError, ValueError: on shapes that do not fit, H not a multiple
             of G, K < Q, or window <= 0.
     """
+    _check_sliding_window_attention(queries, keys, values)
+    batch, heads, num_queries, width = queries.shape
+    groups, num_keys = keys.shape[1:3]
+    visible = sliding_window_mask(
+        num_queries, num_keys, window, queries.device
+    )
+    grouped = queries.view(batch, groups, heads // groups, num_queries, width)
+    scores = grouped @ keys[:, :, None].transpose(-1, -2) / math.sqrt(width)
+    weights = torch.softmax(scores.masked_fill(~visible, -math.inf), dim=-1)
+    output = weights @ values[:, :, None]  # (B, G, H / G, Q, d_v)
+    return output.reshape(batch, heads, num_queries, values.shape[-1])
+
+
+def _check_sliding_window_attention(
+    queries: object, keys: object, values: object
+) -> None:
+    """queries (B, H, Q, d), keys (B, G, K, d), values (B, G, K, d_v) of one
+    float dtype and device, H a multiple of G."""
     check_axes("queries", queries, "BHQd", (None,) * 4)
     batch, heads, num_queries, width = queries.shape
     check_axes("keys", keys, "BGKd", (batch, None, None, width))
@@ -89,14 +107,6 @@ def sliding_window_attention(
         raise ValueError(
             f"queries' heads ({heads}) must be a multiple of keys' ({groups})"
         )
-    visible = sliding_window_mask(
-        num_queries, num_keys, window, queries.device
-    )
-    grouped = queries.view(batch, groups, heads // groups, num_queries, width)
-    scores = grouped @ keys[:, :, None].transpose(-1, -2) / math.sqrt(width)
-    weights = torch.softmax(scores.masked_fill(~visible, -math.inf), dim=-1)
-    output = weights @ values[:, :, None]  # (B, G, H / G, Q, d_v)
-    return output.reshape(batch, heads, num_queries, values.shape[-1])
 
 
 class RollingKVCache:
@@ -125,17 +135,10 @@ class RollingKVCache:
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ):
-        value_width = head_width if value_width is None else value_width
-        for name, size in (
-            ("batch_size", batch_size),
-            ("num_kv_heads", num_kv_heads),
-            ("head_width", head_width),
-            ("value_width", value_width),
-            ("window", window),
-        ):
-            check_positive_int(name, size)
+        value_width, device = _check_rolling_kv_cache_args(
+            batch_size, num_kv_heads, head_width, window, value_width, device
+        )
         shape = (batch_size, num_kv_heads, window)
-        device = check_device("device", device)
         self.keys = torch.zeros(*shape, head_width, dtype=dtype, device=device)
         self.values = torch.zeros(
             *shape, value_width, dtype=dtype, device=device
@@ -169,19 +172,7 @@ class RollingKVCache:
             TypeError, ValueError: if keys or values do not have the shape,
                 float dtype and device of the cache (nothing is written).
         """
-        # every check before the first write, widths included: a refused
-        # call leaves the cache as it was (check_same_float_dtype also
-        # checks the device)
-        check_axes(
-            "keys", keys, "BG1d", (*self.keys.shape[:2], 1, self.keys.shape[3])
-        )
-        check_axes(
-            "values",
-            values,
-            "BG1d",
-            (*self.values.shape[:2], 1, self.values.shape[3]),
-        )
-        check_same_float_dtype(keys=keys, values=values, cache=self.keys)
+        _check_rolling_kv_cache_append(self, keys, values)
         slot = self.length % self.window
         self.keys[:, :, slot] = keys[:, :, 0]
         self.values[:, :, slot] = values[:, :, 0]
@@ -199,3 +190,46 @@ class RollingKVCache:
         return sliding_window_attention(
             queries, self.keys[:, :, :kept], self.values[:, :, :kept], None
         )
+
+
+def _check_rolling_kv_cache_args(
+    batch_size: object,
+    num_kv_heads: object,
+    head_width: object,
+    window: object,
+    value_width: object,
+    device: object,
+) -> tuple[int, torch.device | None]:
+    """The sizes ints >= 1 (value_width None: head_width); device None or a
+    usable device. Returns value_width and the device as a torch.device."""
+    value_width = head_width if value_width is None else value_width
+    for name, size in (
+        ("batch_size", batch_size),
+        ("num_kv_heads", num_kv_heads),
+        ("head_width", head_width),
+        ("value_width", value_width),
+        ("window", window),
+    ):
+        check_positive_int(name, size)
+    device = check_device("device", device)
+    return value_width, device
+
+
+def _check_rolling_kv_cache_append(
+    cache: RollingKVCache, keys: object, values: object
+) -> None:
+    """keys (B, G, 1, d) and values (B, G, 1, d_v) of the cache's sizes,
+    float dtype and device."""
+    # every check before the first write, widths included: a refused
+    # call leaves the cache as it was (check_same_float_dtype also
+    # checks the device)
+    check_axes(
+        "keys", keys, "BG1d", (*cache.keys.shape[:2], 1, cache.keys.shape[3])
+    )
+    check_axes(
+        "values",
+        values,
+        "BG1d",
+        (*cache.values.shape[:2], 1, cache.values.shape[3]),
+    )
+    check_same_float_dtype(keys=keys, values=values, cache=cache.keys)
