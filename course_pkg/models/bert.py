@@ -86,9 +86,9 @@ def mask_tokens(
             mask_tokens, at the end of this module).
     """
     _check_masking(
-        tokens, valid_lens, mask_id, vocab_size, num_special, mask_prob
-    )
-    check_generator(generator)
+        tokens, valid_lens, mask_id, vocab_size, num_special, mask_prob,
+        generator,
+    )  # fmt: skip
     shape, device = tokens.shape, tokens.device
     selector = torch.rand(shape, generator=generator, device=device)
     action = torch.rand(shape, generator=generator, device=device)
@@ -220,10 +220,9 @@ class PublishedBERT(BERTEncoder):
         ffn_num_hiddens: int | None = None,
         eps: float = 1e-12,
     ):
-        check_sizes(num_hiddens=num_hiddens)
+        _check_published_bert_args(num_hiddens, eps)
         if ffn_num_hiddens is None:
             ffn_num_hiddens = 4 * num_hiddens
-        check_positive_number("eps", eps)
         sizes = (num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout)
         super().__init__(vocab_size, *sizes, max_len)
         self.embedding_norm = nn.LayerNorm(num_hiddens, eps=eps)
@@ -383,15 +382,7 @@ class BERTClassifier(nn.Module):
         self, encoder: BERTEncoder, num_classes: int, pooling: str = "cls"
     ):
         super().__init__()
-        if not isinstance(encoder, BERTEncoder):
-            raise TypeError(
-                f"encoder must be a BERTEncoder, got {type(encoder).__name__}"
-            )
-        if pooling not in ("cls", "mean"):
-            raise ValueError(
-                f"pooling must be 'cls' or 'mean', got {pooling!r}"
-            )
-        check_sizes(num_classes=num_classes)
+        _check_bert_classifier_args(encoder, num_classes, pooling)
         self.encoder, self.pooling = encoder, pooling
         self.classifier = CLSClassifier(encoder.num_hiddens, num_classes)
 
@@ -427,10 +418,7 @@ def mean_over_valid(
         ValueError: if the shapes do not fit, a length is outside [0, T], or
             valid_lens is neither on the CPU nor on encoded's device.
     """
-    check_float_tensor("encoded", encoded, 3, "(B, T, D)")
-    check_valid_lens("valid_lens", valid_lens, *encoded.shape[:2])
-    if valid_lens.device.type != "cpu":
-        check_on_device("valid_lens", valid_lens, encoded.device)
+    _check_mean_over_valid(encoded, valid_lens)
     positions = torch.arange(encoded.shape[1], device=encoded.device)
     valid_lens = valid_lens.to(encoded.device)  # may be on the CPU
     real = (positions[None] < valid_lens[:, None]).to(encoded.dtype)  # (B, T)
@@ -491,10 +479,12 @@ def _check_masking(
     vocab_size: Any,
     num_special: Any,
     mask_prob: Any,
+    generator: Any = None,
 ) -> None:
     """Masked language modelling's arguments: vocab_size >= 2, num_special in
     [1, vocab_size), mask_id in [0, num_special), tokens (B, T) ids in
-    [0, vocab_size), valid_lens (B,) in [0, T], mask_prob in [0, 1].
+    [0, vocab_size), valid_lens (B,) in [0, T], mask_prob in [0, 1],
+    generator None or a torch.Generator.
 
     Raises:
         TypeError, ValueError: naming the argument.
@@ -512,6 +502,36 @@ def _check_masking(
         raise TypeError(f"mask_prob must be a float, got {mask_prob!r}")
     if not 0.0 <= mask_prob <= 1.0:
         raise ValueError(f"mask_prob must lie in [0, 1], got {mask_prob}")
+    check_generator(generator)
+
+
+def _check_published_bert_args(num_hiddens: object, eps: object) -> None:
+    """num_hiddens D an int >= 1; eps a number > 0."""
+    check_sizes(num_hiddens=num_hiddens)
+    check_positive_number("eps", eps)
+
+
+def _check_bert_classifier_args(
+    encoder: object, num_classes: object, pooling: object
+) -> None:
+    """encoder a BERTEncoder; pooling "cls" or "mean"; num_classes C an
+    int >= 1."""
+    if not isinstance(encoder, BERTEncoder):
+        raise TypeError(
+            f"encoder must be a BERTEncoder, got {type(encoder).__name__}"
+        )
+    if pooling not in ("cls", "mean"):
+        raise ValueError(f"pooling must be 'cls' or 'mean', got {pooling!r}")
+    check_sizes(num_classes=num_classes)
+
+
+def _check_mean_over_valid(encoded: object, valid_lens: object) -> None:
+    """encoded a float (B, T, D) tensor; valid_lens (B,) ints in [0, T], on
+    the CPU or on encoded's device."""
+    check_float_tensor("encoded", encoded, 3, "(B, T, D)")
+    check_valid_lens("valid_lens", valid_lens, *encoded.shape[:2])
+    if valid_lens.device.type != "cpu":
+        check_on_device("valid_lens", valid_lens, encoded.device)
 
 
 def _check_bounded_int(

@@ -62,16 +62,9 @@ class GridEncoder(nn.Module):
         in_channels: int = 3,
         channels: int = 32,
     ):
-        for name, size in (
-            ("num_hiddens", num_hiddens), ("num_layers", num_layers),
-            ("img_size", img_size), ("in_channels", in_channels),
-            ("channels", channels),
-        ):  # fmt: skip
-            check_positive_int(name, size)
-        if img_size % 8:
-            raise ValueError(
-                f"img_size must be a multiple of 8, got {img_size}"
-            )
+        _check_grid_encoder_args(
+            num_hiddens, num_layers, img_size, in_channels, channels
+        )
         super().__init__()
         self.img_size, self.in_channels = img_size, in_channels
         self.num_hiddens, self.num_layers = num_hiddens, num_layers
@@ -115,6 +108,24 @@ class GridEncoder(nn.Module):
         return cells.transpose(0, 1), state.transpose(0, 1).contiguous()
 
 
+def _check_grid_encoder_args(
+    num_hiddens: object,
+    num_layers: object,
+    img_size: object,
+    in_channels: object,
+    channels: object,
+) -> None:
+    """Sizes D, L, H, C and channels ints >= 1; img_size a multiple of 8."""
+    for name, size in (
+        ("num_hiddens", num_hiddens), ("num_layers", num_layers),
+        ("img_size", img_size), ("in_channels", in_channels),
+        ("channels", channels),
+    ):  # fmt: skip
+        check_positive_int(name, size)
+    if img_size % 8:
+        raise ValueError(f"img_size must be a multiple of 8, got {img_size}")
+
+
 class ImageCaptioner(nn.Module):
     """:class:`GridEncoder` and the Bahdanau decoder of Part I.
 
@@ -139,10 +150,10 @@ class ImageCaptioner(nn.Module):
         channels: int = 32,
     ):
         # every size checked before any weight is drawn
-        check_gru_sizes(
-            vocab_size, embed_size, num_hiddens, num_layers, dropout=dropout
-        )
-        _check_encoder_sizes(img_size, in_channels, channels)
+        _check_image_captioner_args(
+            vocab_size, embed_size, num_hiddens, num_layers, dropout,
+            img_size, in_channels, channels,
+        )  # fmt: skip
         super().__init__()
         self.encoder = GridEncoder(
             num_hiddens, num_layers, img_size, in_channels, channels
@@ -165,14 +176,8 @@ class ImageCaptioner(nn.Module):
             TypeError/ValueError: images as :meth:`GridEncoder.forward`,
                 dec_X not (B, Q) ids in [0, V) of the same B.
         """
+        _check_image_captioner_forward(self, images, dec_X)
         encoder = self.encoder
-        _check_images(images, encoder.in_channels, encoder.img_size, self)
-        check_token_ids("dec_X", dec_X, self.decoder.embedding, min_steps=1)
-        if dec_X.shape[0] != images.shape[0]:
-            raise ValueError(
-                f"dec_X must have images' batch size {images.shape[0]}, "
-                f"got shape {tuple(dec_X.shape)}"
-            )
         state = self.decoder.init_state(encoder._encode(images))
         scores, _ = self.decoder(dec_X, state)
         return scores
@@ -181,6 +186,39 @@ class ImageCaptioner(nn.Module):
     def attention_weights(self) -> torch.Tensor | None:
         """(B, Q, G^2) weights of the last forward call over the cells."""
         return self.decoder.attention_weights
+
+
+def _check_image_captioner_args(
+    vocab_size: object,
+    embed_size: object,
+    num_hiddens: object,
+    num_layers: object,
+    dropout: object,
+    img_size: object,
+    in_channels: object,
+    channels: object,
+) -> None:
+    """The decoder's GRU sizes and dropout; the encoder's sizes (ints >= 1,
+    img_size a multiple of 8)."""
+    check_gru_sizes(
+        vocab_size, embed_size, num_hiddens, num_layers, dropout=dropout
+    )
+    _check_encoder_sizes(img_size, in_channels, channels)
+
+
+def _check_image_captioner_forward(
+    captioner: ImageCaptioner, images: object, dec_X: object
+) -> None:
+    """images a float (B, C, H, W) tensor of the model's sizes, dtype and
+    device; dec_X (B, Q) ids in [0, V), Q >= 1, of the same B."""
+    encoder = captioner.encoder
+    _check_images(images, encoder.in_channels, encoder.img_size, captioner)
+    check_token_ids("dec_X", dec_X, captioner.decoder.embedding, min_steps=1)
+    if dec_X.shape[0] != images.shape[0]:
+        raise ValueError(
+            f"dec_X must have images' batch size {images.shape[0]}, "
+            f"got shape {tuple(dec_X.shape)}"
+        )
 
 
 def greedy_captions(
@@ -203,23 +241,8 @@ def greedy_captions(
         TypeError/ValueError: as :meth:`ImageCaptioner.forward`, ids outside
             the vocabulary, max_len < 1.
     """
-    if not isinstance(model, ImageCaptioner):
-        raise TypeError(
-            f"model must be an ImageCaptioner, got {type(model).__name__}"
-        )
+    _check_greedy_captions(model, images, bos, eos, max_len)
     encoder, decoder = model.encoder, model.decoder
-    _check_images(images, encoder.in_channels, encoder.img_size, model)
-    vocab_size = decoder.embedding.num_embeddings
-    for name, token in (("bos", bos), ("eos", eos)):
-        if isinstance(token, bool) or not isinstance(token, int):
-            raise TypeError(
-                f"{name} must be an int id, got {type(token).__name__}"
-            )
-        if not 0 <= token < vocab_size:
-            raise ValueError(
-                f"{name} must be in [0, {vocab_size}), got {token}"
-            )
-    check_positive_int("max_len", max_len)
     was_training = model.training
     model.eval()
     try:
@@ -245,6 +268,30 @@ def greedy_captions(
     return torch.cat(words, dim=1), torch.cat(weights, dim=1)
 
 
+def _check_greedy_captions(
+    model: object, images: object, bos: object, eos: object, max_len: object
+) -> None:
+    """model an ImageCaptioner; images a float (B, C, H, W) tensor of its
+    sizes; bos and eos int ids in [0, V); max_len an int >= 1."""
+    if not isinstance(model, ImageCaptioner):
+        raise TypeError(
+            f"model must be an ImageCaptioner, got {type(model).__name__}"
+        )
+    encoder, decoder = model.encoder, model.decoder
+    _check_images(images, encoder.in_channels, encoder.img_size, model)
+    vocab_size = decoder.embedding.num_embeddings
+    for name, token in (("bos", bos), ("eos", eos)):
+        if isinstance(token, bool) or not isinstance(token, int):
+            raise TypeError(
+                f"{name} must be an int id, got {type(token).__name__}"
+            )
+        if not 0 <= token < vocab_size:
+            raise ValueError(
+                f"{name} must be in [0, {vocab_size}), got {token}"
+            )
+    check_positive_int("max_len", max_len)
+
+
 def doubly_stochastic_penalty(
     weights: torch.Tensor, valid: torch.Tensor | None = None
 ) -> torch.Tensor:
@@ -261,6 +308,16 @@ def doubly_stochastic_penalty(
         TypeError/ValueError: weights not a float (B, Q, T) tensor, valid
             not a bool tensor of shape (B, Q).
     """
+    _check_doubly_stochastic_penalty(weights, valid)
+    if valid is not None:
+        weights = weights * valid[..., None]
+    totals = weights.sum(1)  # (B, T): each cell's weight over the steps
+    return ((1 - totals) ** 2).sum(1).mean()
+
+
+def _check_doubly_stochastic_penalty(weights: object, valid: object) -> None:
+    """weights a float (B, Q, T) tensor; valid None or a bool (B, Q) tensor
+    on its device."""
     check_float_tensor("weights", weights, 3, "(B, Q, T)")
     if valid is not None:
         if not isinstance(valid, torch.Tensor) or valid.dtype != torch.bool:
@@ -271,9 +328,6 @@ def doubly_stochastic_penalty(
                 f"got {tuple(valid.shape)}"
             )
         check_same_device(weights=weights, valid=valid)
-        weights = weights * valid[..., None]
-    totals = weights.sum(1)  # (B, T): each cell's weight over the steps
-    return ((1 - totals) ** 2).sum(1).mean()
 
 
 def _check_encoder_sizes(

@@ -83,22 +83,7 @@ class DeepSeekBlock(nn.Module):
         ffn: nn.Module,
         norm_eps: float = 1e-6,
     ):
-        check_positive_int("num_hiddens", num_hiddens)
-        if not isinstance(attention, MultiHeadLatentAttention):
-            raise TypeError(
-                "attention must be a MultiHeadLatentAttention, got "
-                f"{type(attention).__name__}"
-            )
-        if attention.num_hiddens != num_hiddens:
-            raise ValueError(
-                f"attention must be {num_hiddens} wide (num_hiddens), got "
-                f"{attention.num_hiddens}"
-            )
-        if not isinstance(ffn, nn.Module):
-            raise TypeError(
-                f"ffn must be an nn.Module, got {type(ffn).__name__}"
-            )
-        check_nonnegative_number("norm_eps", norm_eps)
+        _check_deepseek_block_args(num_hiddens, attention, ffn, norm_eps)
         super().__init__()
         self.num_hiddens = num_hiddens
         self.norm1 = RMSNorm(num_hiddens, norm_eps)
@@ -118,15 +103,44 @@ class DeepSeekBlock(nn.Module):
         (latents (B, t - Q, r)) -> (B, Q, D) and the cache of all t.
         valid_lens must be None; need_weights=False takes the fused kernel.
         """
-        check_features("X", X, self.num_hiddens, self)
-        if valid_lens is not None:
-            raise ValueError(
-                "valid_lens must be None: DeepSeek's blocks take no lengths"
-            )
+        _check_deepseek_block_forward(self, X, valid_lens)
         normed = self.norm1._normalise(X)
         cache = self.attention.cache(normed, cache)
         X = X + self.attention.attend(normed, cache, need_weights=need_weights)
         return X + self.ffn(self.norm2._normalise(X)), cache
+
+
+def _check_deepseek_block_args(
+    num_hiddens: object, attention: object, ffn: object, norm_eps: object
+) -> None:
+    """num_hiddens D an int >= 1; attention a MultiHeadLatentAttention D
+    wide; ffn an nn.Module; norm_eps a number >= 0."""
+    check_positive_int("num_hiddens", num_hiddens)
+    if not isinstance(attention, MultiHeadLatentAttention):
+        raise TypeError(
+            "attention must be a MultiHeadLatentAttention, got "
+            f"{type(attention).__name__}"
+        )
+    if attention.num_hiddens != num_hiddens:
+        raise ValueError(
+            f"attention must be {num_hiddens} wide (num_hiddens), got "
+            f"{attention.num_hiddens}"
+        )
+    if not isinstance(ffn, nn.Module):
+        raise TypeError(f"ffn must be an nn.Module, got {type(ffn).__name__}")
+    check_nonnegative_number("norm_eps", norm_eps)
+
+
+def _check_deepseek_block_forward(
+    block: DeepSeekBlock, X: object, valid_lens: object
+) -> None:
+    """X a float tensor (..., D) on the block's device and dtype;
+    valid_lens None."""
+    check_features("X", X, block.num_hiddens, block)
+    if valid_lens is not None:
+        raise ValueError(
+            "valid_lens must be None: DeepSeek's blocks take no lengths"
+        )
 
 
 class DeepSeekV3(GPT):
@@ -181,33 +195,14 @@ class DeepSeekV3(GPT):
         norm_topk_prob: bool = True,
         norm_eps: float = 1e-6,
     ):
-        check_stack_args(
+        _check_deepseek_v3_args(
             vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks,
-            max_len, dropout=0.0,
+            max_len, kv_rank, nope_width, rope_width, value_width, q_rank,
+            rope_base, num_dense, expert_width, num_experts, top_k,
+            num_shared, num_groups, top_groups, routed_scale,
+            norm_topk_prob, norm_eps,
         )  # fmt: skip
-        if not isinstance(num_dense, int) or isinstance(num_dense, bool):
-            raise TypeError(
-                f"num_dense must be an int, got {type(num_dense).__name__}"
-            )
-        if not 0 <= num_dense <= num_blks:
-            raise ValueError(
-                f"num_dense must be in [0, num_blks={num_blks}], got {num_dense}"
-            )
-        _check_options(
-            num_hiddens, num_heads, kv_rank, nope_width, rope_width,
-            value_width, q_rank, None, norm_eps,
-        )  # fmt: skip
-        check_positive_number("rope_base", rope_base)
-        if not 1 < rope_base < math.inf:
-            raise ValueError(
-                f"rope_base must be a finite number > 1, got {rope_base}"
-            )
         rotary = RotaryEmbedding(rope_width, rope_base)
-        check_sizes(expert_width=expert_width)
-        _check_deepseek(
-            num_hiddens, expert_width, num_experts, top_k, num_shared,
-            num_groups, top_groups, routed_scale, norm_topk_prob,
-        )  # fmt: skip
 
         def attention() -> MultiHeadLatentAttention:
             return MultiHeadLatentAttention(
@@ -263,6 +258,60 @@ class DeepSeekV3(GPT):
                 "valid_lens must be None: DeepSeek's blocks take no lengths"
             )
         return super()._check_input(X, cache, valid_lens)
+
+
+def _check_deepseek_v3_args(
+    vocab_size: object,
+    num_hiddens: object,
+    ffn_num_hiddens: object,
+    num_heads: object,
+    num_blks: object,
+    max_len: object,
+    kv_rank: object,
+    nope_width: object,
+    rope_width: object,
+    value_width: object,
+    q_rank: object,
+    rope_base: object,
+    num_dense: object,
+    expert_width: object,
+    num_experts: object,
+    top_k: object,
+    num_shared: object,
+    num_groups: object,
+    top_groups: object,
+    routed_scale: object,
+    norm_topk_prob: object,
+    norm_eps: object,
+) -> None:
+    """The stack's sizes; num_dense an int in [0, N]; the latent attention's
+    widths; rope_base a finite number > 1; the experts' settings."""
+    check_stack_args(
+        vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks,
+        max_len, dropout=0.0,
+    )  # fmt: skip
+    if not isinstance(num_dense, int) or isinstance(num_dense, bool):
+        raise TypeError(
+            f"num_dense must be an int, got {type(num_dense).__name__}"
+        )
+    if not 0 <= num_dense <= num_blks:
+        raise ValueError(
+            f"num_dense must be in [0, num_blks={num_blks}], got {num_dense}"
+        )
+    _check_options(
+        num_hiddens, num_heads, kv_rank, nope_width, rope_width,
+        value_width, q_rank, None, norm_eps,
+    )  # fmt: skip
+    check_positive_number("rope_base", rope_base)
+    if not 1 < rope_base < math.inf:
+        raise ValueError(
+            f"rope_base must be a finite number > 1, got {rope_base}"
+        )
+    check_sizes(expert_width=expert_width)
+    _check_deepseek(
+        num_hiddens, expert_width, num_experts, top_k, num_shared,
+        num_groups, top_groups, routed_scale, norm_topk_prob,
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------- converters

@@ -121,8 +121,7 @@ class GemmaBlock(LlamaBlock):
     ) -> tuple[torch.Tensor, KVCache]:
         """As :meth:`~course_pkg.models.llama.LlamaBlock.forward`, with the
         sublayer outputs normalised."""
-        check_tensor("X", X, 3, f"(B, Q, {self.num_hiddens})")
-        check_features("X", X, self.num_hiddens, self)
+        _check_gemma_block_forward(self, X)
         normed = self.norm1._normalise(X)
         cache = self.attention.cache(normed, normed, past=cache)
         attended = self.attention.attend(
@@ -131,6 +130,12 @@ class GemmaBlock(LlamaBlock):
         X = X + self.dropout(self.post_norm1._normalise(attended))
         ffn_out = self.ffn(self.norm2._normalise(X))
         return X + self.dropout(self.post_norm2._normalise(ffn_out)), cache
+
+
+def _check_gemma_block_forward(block: GemmaBlock, X: object) -> None:
+    """X a float tensor (B, Q, D) on the block's device and dtype."""
+    check_tensor("X", X, 3, f"(B, Q, {block.num_hiddens})")
+    check_features("X", X, block.num_hiddens, block)
 
 
 class Gemma3(VariantGPT):
@@ -184,25 +189,11 @@ class Gemma3(VariantGPT):
         local_rope_base: float = 1e4,
         norm_eps: float = 1e-6,
     ):
-        check_stack_args(
+        head_width = _check_gemma3_args(
             vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks,
-            max_len, dropout=dropout,
+            num_kv_heads, max_len, dropout, head_width, sliding_window,
+            global_every, rope_base, rope_scale, local_rope_base, norm_eps,
         )  # fmt: skip
-        head_width = _check_attention_options(
-            num_hiddens, num_heads, num_kv_heads, True, norm_eps,
-            sliding_window, dropout, head_width,
-        )  # fmt: skip
-        check_positive_int("global_every", global_every)
-        check_positive_number("rope_scale", rope_scale)
-        for name, base in (
-            ("rope_base", rope_base),
-            ("local_rope_base", local_rope_base),
-        ):
-            check_positive_number(name, base)
-            if not 1 < base < math.inf:
-                raise ValueError(
-                    f"{name} must be a finite number > 1, got {base}"
-                )
         local = RotaryEmbedding(head_width, local_rope_base)
         whole = RotaryEmbedding(head_width, rope_base, rope_scale)
         global_blocks = [
@@ -252,6 +243,45 @@ class Gemma3(VariantGPT):
                 "within a window and take no lengths"
             )
         return super()._check_input(X, cache, valid_lens)
+
+
+def _check_gemma3_args(
+    vocab_size: object,
+    num_hiddens: object,
+    ffn_num_hiddens: object,
+    num_heads: object,
+    num_blks: object,
+    num_kv_heads: object,
+    max_len: object,
+    dropout: object,
+    head_width: object,
+    sliding_window: object,
+    global_every: object,
+    rope_base: object,
+    rope_scale: object,
+    local_rope_base: object,
+    norm_eps: object,
+) -> int:
+    """The stack's sizes and attention options; global_every an int >= 1;
+    rope_scale > 0; both RoPE bases finite numbers > 1. Returns d."""
+    check_stack_args(
+        vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks,
+        max_len, dropout=dropout,
+    )  # fmt: skip
+    head_width = _check_attention_options(
+        num_hiddens, num_heads, num_kv_heads, True, norm_eps,
+        sliding_window, dropout, head_width,
+    )  # fmt: skip
+    check_positive_int("global_every", global_every)
+    check_positive_number("rope_scale", rope_scale)
+    for name, base in (
+        ("rope_base", rope_base),
+        ("local_rope_base", local_rope_base),
+    ):
+        check_positive_number(name, base)
+        if not 1 < base < math.inf:
+            raise ValueError(f"{name} must be a finite number > 1, got {base}")
+    return head_width
 
 
 # --------------------------------------------------------------- converters

@@ -176,16 +176,7 @@ class GPT(EmbeddingStack):
         make_block: Callable[[int], nn.Module] | None = None,
         make_head: Callable[[], nn.Module] | None = None,
     ):
-        if positional not in POSITIONAL:
-            raise ValueError(
-                f"positional must be one of {POSITIONAL}, got {positional!r}"
-            )
-        for name, make in (
-            ("make_block", make_block),
-            ("make_head", make_head),
-        ):
-            if make is not None:
-                check_callable(name, make)
+        _check_gpt_args(positional, make_block, make_head)
         sizes = (vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks)
         super().__init__(sizes, dropout, max_len)
         self.positional = positional
@@ -328,6 +319,23 @@ class GPT(EmbeddingStack):
         return keys.shape[1]
 
 
+def _check_gpt_args(
+    positional: object, make_block: object, make_head: object
+) -> None:
+    """positional one of POSITIONAL; make_block and make_head None or
+    callables."""
+    if positional not in POSITIONAL:
+        raise ValueError(
+            f"positional must be one of {POSITIONAL}, got {positional!r}"
+        )
+    for name, make in (
+        ("make_block", make_block),
+        ("make_head", make_head),
+    ):
+        if make is not None:
+            check_callable(name, make)
+
+
 # ----------------------------------------------------------------- sampling
 
 
@@ -356,15 +364,7 @@ def next_token_probs(
             is all -inf (on the CPU; elsewhere it gives NaN), or a setting is
             out of range (named in the message).
     """
-    if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
-        raise TypeError("logits must be a floating-point torch.Tensor (B, V)")
-    if logits.dim() != 2:
-        raise ValueError(
-            f"logits must have shape (B, V), got {tuple(logits.shape)}"
-        )
-    _check_sampling(temperature, top_k, top_p)
-    if logits.device.type == "cpu" and logits.isneginf().all(-1).any():
-        raise ValueError("logits must have a finite score in every row")
+    _check_next_token_probs(logits, temperature, top_k, top_p)
     scores = logits.to(torch.promote_types(logits.dtype, torch.float32))
     probs = torch.softmax(scores / temperature, dim=-1)  # (B, V)
     keep = torch.ones_like(probs, dtype=torch.bool)
@@ -381,6 +381,22 @@ def next_token_probs(
         keep = keep & torch.zeros_like(keep).scatter(-1, order, before < top_p)
     probs = probs * keep
     return probs / probs.sum(dim=-1, keepdim=True)
+
+
+def _check_next_token_probs(
+    logits: object, temperature: object, top_k: object, top_p: object
+) -> None:
+    """logits a float (B, V) tensor with a finite score in every row (on the
+    CPU); the sampling settings (``_check_sampling``)."""
+    if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
+        raise TypeError("logits must be a floating-point torch.Tensor (B, V)")
+    if logits.dim() != 2:
+        raise ValueError(
+            f"logits must have shape (B, V), got {tuple(logits.shape)}"
+        )
+    _check_sampling(temperature, top_k, top_p)
+    if logits.device.type == "cpu" and logits.isneginf().all(-1).any():
+        raise ValueError("logits must have a finite score in every row")
 
 
 def generate(
@@ -410,8 +426,6 @@ def generate(
     Returns:
         (B, T0 + n) ids: the prompt and n <= max_new_tokens new tokens.
     """
-    if not isinstance(model, GPT):
-        raise TypeError(f"model must be a GPT, got {type(model).__name__}")
     _check_generation(
         model, prompt, max_new_tokens, temperature, top_k, top_p, eos
     )
@@ -480,14 +494,16 @@ def _check_generation(
     top_p: Any,
     eos: Any,
 ) -> None:
-    """A language model's generation arguments: prompt (B, T0) ids in
-    [0, model.vocab_size) with 1 <= T0 <= model.max_len, max_new_tokens in
-    [0, max_len - T0], the sampling settings (``_check_sampling``) and
-    eos (None or an id).
+    """A language model's generation arguments: model a :class:`GPT`,
+    prompt (B, T0) ids in [0, model.vocab_size) with 1 <= T0 <=
+    model.max_len, max_new_tokens in [0, max_len - T0], the sampling
+    settings (``_check_sampling``) and eos (None or an id).
 
     Raises:
         TypeError, ValueError: naming the argument.
     """
+    if not isinstance(model, GPT):
+        raise TypeError(f"model must be a GPT, got {type(model).__name__}")
     vocab_size, max_len = model.vocab_size, model.max_len
     check_token_ids("prompt", prompt, vocab_size, min_steps=1)
     if prompt.shape[1] > max_len:

@@ -97,8 +97,9 @@ class GPT2Block(nn.Module):
         eps: float = 1e-5,
     ):
         super().__init__()
-        check_block_sizes(num_hiddens, ffn_num_hiddens, num_heads, dropout)
-        check_positive_number("eps", eps)
+        _check_gpt2_block_args(
+            num_hiddens, ffn_num_hiddens, num_heads, dropout, eps
+        )
         self.ln_1 = nn.LayerNorm(num_hiddens, eps=eps)
         self.attention = MultiHeadAttention(
             num_hiddens, num_heads, dropout, bias=True
@@ -142,6 +143,19 @@ class GPT2Block(nn.Module):
         return X + self.dropout(self.ffn(self.ln_2(X))), cache
 
 
+def _check_gpt2_block_args(
+    num_hiddens: object,
+    ffn_num_hiddens: object,
+    num_heads: object,
+    dropout: object,
+    eps: object,
+) -> None:
+    """Sizes D, F, H ints >= 1 with D divisible by H; dropout in [0, 1);
+    eps a number > 0."""
+    check_block_sizes(num_hiddens, ffn_num_hiddens, num_heads, dropout)
+    check_positive_number("eps", eps)
+
+
 class GPT2(GPT):
     """GPT-2: learned positions, pre-norm GELU blocks, a final layer norm and
     an output layer tied to the token embedding.
@@ -175,11 +189,9 @@ class GPT2(GPT):
         ffn_num_hiddens: int | None = None,
         eps: float = 1e-5,
     ):
-        check_sizes(num_hiddens=num_hiddens)
-        if ffn_num_hiddens is None:
-            ffn_num_hiddens = 4 * num_hiddens
-        check_block_sizes(num_hiddens, ffn_num_hiddens, num_heads, dropout)
-        check_positive_number("eps", eps)
+        ffn_num_hiddens = _check_gpt2_args(
+            num_hiddens, num_heads, dropout, ffn_num_hiddens, eps
+        )
         super().__init__(
             vocab_size,
             num_hiddens,
@@ -227,3 +239,20 @@ class GPT2(GPT):
         for blk in self.blks:
             nn.init.normal_(blk.attention.W_o.weight, std=residual_std)
             nn.init.normal_(blk.ffn.dense2.weight, std=residual_std)
+
+
+def _check_gpt2_args(
+    num_hiddens: object,
+    num_heads: object,
+    dropout: object,
+    ffn_num_hiddens: object,
+    eps: object,
+) -> int:
+    """D an int >= 1; the block sizes with F (default 4 D, returned);
+    dropout in [0, 1); eps a number > 0."""
+    check_sizes(num_hiddens=num_hiddens)
+    if ffn_num_hiddens is None:
+        ffn_num_hiddens = 4 * num_hiddens
+    check_block_sizes(num_hiddens, ffn_num_hiddens, num_heads, dropout)
+    check_positive_number("eps", eps)
+    return ffn_num_hiddens

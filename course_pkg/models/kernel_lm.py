@@ -114,8 +114,7 @@ class KernelSelfAttention(nn.Module):
             TypeError/ValueError: X not a float (B, T, D) tensor of the
                 layer's dtype and device.
         """
-        check_features("X", X, self.W_q.in_features, self, shape="(B, T, D)")
-        check_tensor("X", X, 3, "(B, T, D)")
+        _check_kernel_self_attention_forward(self, X)
         return self._attend(X)
 
     def _attend(self, X: torch.Tensor) -> torch.Tensor:
@@ -142,6 +141,14 @@ class KernelSelfAttention(nn.Module):
                 phi_q, phi_k, v, True, gamma, eps
             )  # (B, H, T, d)
         return self.W_o(heads.transpose(1, 2).reshape(batch, steps, width))
+
+
+def _check_kernel_self_attention_forward(
+    layer: KernelSelfAttention, X: object
+) -> None:
+    """X a float (B, T, D) tensor of the layer's width, dtype and device."""
+    check_features("X", X, layer.W_q.in_features, layer, shape="(B, T, D)")
+    check_tensor("X", X, 3, "(B, T, D)")
 
 
 class KernelBlock(nn.Module):
@@ -176,15 +183,20 @@ class KernelBlock(nn.Module):
         Raises:
             TypeError/ValueError: as :meth:`KernelSelfAttention.forward`.
         """
-        width = self.norm1.normalized_shape[0]
-        check_features("X", X, width, self, shape="(B, T, D)")
-        check_tensor("X", X, 3, "(B, T, D)")
+        _check_kernel_block_forward(self, X)
         return self._block(X)
 
     def _block(self, X: torch.Tensor) -> torch.Tensor:
         """forward without the checks."""
         X = X + self.attention._attend(self.norm1(X))
         return X + self.ffn(self.norm2(X))
+
+
+def _check_kernel_block_forward(block: KernelBlock, X: object) -> None:
+    """X a float (B, T, D) tensor of the block's width, dtype and device."""
+    width = block.norm1.normalized_shape[0]
+    check_features("X", X, width, block, shape="(B, T, D)")
+    check_tensor("X", X, 3, "(B, T, D)")
 
 
 class KernelLM(nn.Module):
@@ -214,16 +226,12 @@ class KernelLM(nn.Module):
         ffn_num_hiddens: int | None = None,
         num_features: int | None = None,
     ):
-        _check_layer(
-            num_hiddens, ffn_num_hiddens, num_heads, attention, num_features
-        )
+        _check_kernel_lm_args(
+            vocab_size, num_hiddens, num_heads, num_blks, max_len, attention,
+            ffn_num_hiddens, num_features,
+        )  # fmt: skip
         if ffn_num_hiddens is None:
             ffn_num_hiddens = 4 * num_hiddens
-        for name, size in (
-            ("vocab_size", vocab_size), ("num_blks", num_blks),
-            ("max_len", max_len),
-        ):  # fmt: skip
-            check_positive_int(name, size)
         super().__init__()
         self.vocab_size, self.max_len = vocab_size, max_len
         self.attention = attention
@@ -253,18 +261,45 @@ class KernelLM(nn.Module):
         Raises:
             TypeError/ValueError: X not (B, T) ids in range, T > max_len.
         """
-        check_token_ids("X", X, self.vocab_size, min_steps=1)
-        check_module_input("X", X, self, dtype=False)
-        if X.shape[1] > self.max_len:
-            raise ValueError(
-                f"X must have at most max_len={self.max_len} steps, "
-                f"got shape {tuple(X.shape)}"
-            )
+        _check_kernel_lm_forward(self, X)
         steps = torch.arange(X.shape[1], device=X.device)
         H = self.embedding(X) + self.positions(steps)  # (B, T, D)
         for blk in self.blks:
             H = blk._block(H)
         return self.output(self.norm(H))  # (B, T, V)
+
+
+def _check_kernel_lm_args(
+    vocab_size: object,
+    num_hiddens: object,
+    num_heads: object,
+    num_blks: object,
+    max_len: object,
+    attention: object,
+    ffn_num_hiddens: object,
+    num_features: object,
+) -> None:
+    """The blocks' sizes and attention (``_check_layer``); vocab_size,
+    num_blks and max_len ints >= 1."""
+    _check_layer(
+        num_hiddens, ffn_num_hiddens, num_heads, attention, num_features
+    )
+    for name, size in (
+        ("vocab_size", vocab_size), ("num_blks", num_blks),
+        ("max_len", max_len),
+    ):  # fmt: skip
+        check_positive_int(name, size)
+
+
+def _check_kernel_lm_forward(model: KernelLM, X: object) -> None:
+    """X (B, T) ids in [0, V) on the model's device, 1 <= T <= max_len."""
+    check_token_ids("X", X, model.vocab_size, min_steps=1)
+    check_module_input("X", X, model, dtype=False)
+    if X.shape[1] > model.max_len:
+        raise ValueError(
+            f"X must have at most max_len={model.max_len} steps, "
+            f"got shape {tuple(X.shape)}"
+        )
 
 
 def _check_layer(

@@ -145,11 +145,10 @@ class LlamaAttention(GroupedQueryAttention):
         dropout: float = 0.0,
         head_width: int | None = None,
     ):
-        head_width = _check_attention_options(
-            num_hiddens, num_heads, num_kv_heads, qk_norm, norm_eps,
+        head_width = _check_llama_attention_args(
+            num_hiddens, num_heads, num_kv_heads, rotary, qk_norm, norm_eps,
             sliding_window, dropout, head_width,
         )  # fmt: skip
-        _check_rotary(rotary, head_width)
         super().__init__(
             num_hiddens,
             num_heads,
@@ -326,17 +325,11 @@ class LlamaBlock(nn.Module):
         top_k: int = 2,
         norm_topk_prob: bool = True,
     ):
-        check_positive_int("ffn_num_hiddens", ffn_num_hiddens)
-        if ffn not in GATED_FFNS:
-            raise ValueError(
-                f"ffn must be one of {tuple(GATED_FFNS)}, got {ffn!r}"
-            )
-        _check_experts(ffn, num_experts, top_k, norm_topk_prob)
-        head_width = _check_attention_options(
-            num_hiddens, num_heads, num_kv_heads, qk_norm, norm_eps,
-            sliding_window, dropout, head_width,
+        head_width = _check_llama_block_args(
+            num_hiddens, ffn_num_hiddens, num_heads, num_kv_heads, rotary,
+            qk_norm, norm_eps, sliding_window, dropout, head_width, ffn,
+            num_experts, top_k, norm_topk_prob,
         )  # fmt: skip
-        _check_rotary(rotary, head_width)
         super().__init__()
         self.num_hiddens = num_hiddens
         self.norm1 = RMSNorm(num_hiddens, norm_eps)
@@ -368,8 +361,7 @@ class LlamaBlock(nn.Module):
         (keys and values (B, G, t - Q, d)) and valid_lens (None or (B,)) ->
         (B, Q, D) and the cache of all t; need_weights: keep the attention
         weights or not. TypeError/ValueError if X is not (B, Q, D)."""
-        check_tensor("X", X, 3, f"(B, Q, {self.num_hiddens})")
-        check_features("X", X, self.num_hiddens, self)
+        _check_llama_block_forward(self, X)
         normed = self.norm1._normalise(X)
         cache = self.attention.cache(normed, normed, past=cache)
         attended = self.attention.attend(
@@ -377,6 +369,65 @@ class LlamaBlock(nn.Module):
         )
         X = X + self.dropout(attended)
         return X + self.dropout(self.ffn(self.norm2._normalise(X))), cache
+
+
+def _check_llama_attention_args(
+    num_hiddens: object,
+    num_heads: object,
+    num_kv_heads: object,
+    rotary: object,
+    qk_norm: object,
+    norm_eps: object,
+    sliding_window: object,
+    dropout: object,
+    head_width: object,
+) -> int:
+    """LlamaAttention's sizes and options, then rotary None or a
+    RotaryEmbedding of the head width; returns the head width d."""
+    head_width = _check_attention_options(
+        num_hiddens, num_heads, num_kv_heads, qk_norm, norm_eps,
+        sliding_window, dropout, head_width,
+    )  # fmt: skip
+    _check_rotary(rotary, head_width)
+    return head_width
+
+
+def _check_llama_block_args(
+    num_hiddens: object,
+    ffn_num_hiddens: object,
+    num_heads: object,
+    num_kv_heads: object,
+    rotary: object,
+    qk_norm: object,
+    norm_eps: object,
+    sliding_window: object,
+    dropout: object,
+    head_width: object,
+    ffn: object,
+    num_experts: object,
+    top_k: object,
+    norm_topk_prob: object,
+) -> int:
+    """F an int >= 1; ffn one of GATED_FFNS; the expert settings; then the
+    attention's sizes, options and rotary; returns the head width d."""
+    check_positive_int("ffn_num_hiddens", ffn_num_hiddens)
+    if ffn not in GATED_FFNS:
+        raise ValueError(
+            f"ffn must be one of {tuple(GATED_FFNS)}, got {ffn!r}"
+        )
+    _check_experts(ffn, num_experts, top_k, norm_topk_prob)
+    head_width = _check_attention_options(
+        num_hiddens, num_heads, num_kv_heads, qk_norm, norm_eps,
+        sliding_window, dropout, head_width,
+    )  # fmt: skip
+    _check_rotary(rotary, head_width)
+    return head_width
+
+
+def _check_llama_block_forward(block: LlamaBlock, X: object) -> None:
+    """X a float tensor (B, Q, D) on the block's device and dtype."""
+    check_tensor("X", X, 3, f"(B, Q, {block.num_hiddens})")
+    check_features("X", X, block.num_hiddens, block)
 
 
 class Llama(VariantGPT):
@@ -441,31 +492,13 @@ class Llama(VariantGPT):
         top_k: int = 2,
         norm_topk_prob: bool = True,
     ):
-        check_stack_args(
+        head_width, rotary = _check_llama_args(
             vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks,
-            max_len, dropout=dropout,
+            num_kv_heads, max_len, dropout, rope_base, rope_type,
+            rope_factor, rope_low_freq_factor, rope_high_freq_factor,
+            rope_original_max_len, qk_norm, sliding_window, norm_eps,
+            head_width, num_experts, top_k, norm_topk_prob,
         )  # fmt: skip
-        head_width = _check_attention_options(
-            num_hiddens, num_heads, num_kv_heads, qk_norm, norm_eps,
-            sliding_window, dropout, head_width,
-        )  # fmt: skip
-        _check_experts("swiglu", num_experts, top_k, norm_topk_prob)
-        if not isinstance(rope_type, str):
-            raise TypeError(
-                f"rope_type must be a str, got {type(rope_type).__name__}"
-            )
-        if rope_type not in ROPE_TYPES:
-            raise ValueError(
-                f"rope_type must be one of {ROPE_TYPES}, got {rope_type!r}"
-            )
-        rotary = _checked_rotary(head_width, rope_base)
-        try:  # checked whatever rope_type is: a bad value is a bad call
-            _check_llama3(
-                head_width, rope_base, rope_factor, rope_low_freq_factor,
-                rope_high_freq_factor, rope_original_max_len,
-            )  # fmt: skip
-        except (TypeError, ValueError) as error:  # name our argument
-            raise type(error)(f"rope_{error}") from None
         if rope_type == "llama3":
             rotary = Llama3RotaryEmbedding(
                 head_width, rope_base, factor=rope_factor,
@@ -519,6 +552,60 @@ class Llama(VariantGPT):
                 "lengths)"
             )
         return super()._check_input(X, cache, valid_lens)
+
+
+def _check_llama_args(
+    vocab_size: object,
+    num_hiddens: object,
+    ffn_num_hiddens: object,
+    num_heads: object,
+    num_blks: object,
+    num_kv_heads: object,
+    max_len: object,
+    dropout: object,
+    rope_base: object,
+    rope_type: object,
+    rope_factor: object,
+    rope_low_freq_factor: object,
+    rope_high_freq_factor: object,
+    rope_original_max_len: object,
+    qk_norm: object,
+    sliding_window: object,
+    norm_eps: object,
+    head_width: object,
+    num_experts: object,
+    top_k: object,
+    norm_topk_prob: object,
+) -> tuple[int, RotaryEmbedding]:
+    """Llama's sizes, attention and expert options, rope_type in ROPE_TYPES,
+    rope_base > 1 and the llama3 settings (checked whatever rope_type is);
+    returns the head width d and the plain RoPE of rope_base."""
+    check_stack_args(
+        vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks,
+        max_len, dropout=dropout,
+    )  # fmt: skip
+    head_width = _check_attention_options(
+        num_hiddens, num_heads, num_kv_heads, qk_norm, norm_eps,
+        sliding_window, dropout, head_width,
+    )  # fmt: skip
+    _check_experts("swiglu", num_experts, top_k, norm_topk_prob)
+    if not isinstance(rope_type, str):
+        raise TypeError(
+            f"rope_type must be a str, got {type(rope_type).__name__}"
+        )
+    if rope_type not in ROPE_TYPES:
+        raise ValueError(
+            f"rope_type must be one of {ROPE_TYPES}, got {rope_type!r}"
+        )
+    rotary = _checked_rotary(head_width, rope_base)
+    try:  # checked whatever rope_type is: a bad value is a bad call
+        _check_llama3(
+            head_width, rope_base, rope_factor, rope_low_freq_factor,
+            rope_high_freq_factor, rope_original_max_len,
+        )  # fmt: skip
+    except (TypeError, ValueError) as error:  # name our argument
+        raise type(error)(f"rope_{error}") from None
+    return head_width, rotary
 
 
 def _norm_head(

@@ -267,15 +267,9 @@ def make_regression_data(
         ValueError: if a size is < 1, noise < 0, x_max <= 0, noise or x_max
             not finite (NaN, inf), or device not available here.
     """
-    check_sizes(n_train=n_train, n_val=n_val)
-    check_int("seed", seed)
-    check_nonnegative_number("noise", noise)
-    check_positive_number("x_max", x_max)
-    device = check_device("device", device)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(
-            f"dtype must be a floating-point torch.dtype, got {dtype}"
-        )
+    device = _check_make_regression_data(
+        n_train, n_val, seed, noise, x_max, device, dtype
+    )
     generator = torch.Generator().manual_seed(seed)
     x_train = torch.sort(
         torch.rand(n_train, generator=generator, dtype=torch.float64) * x_max
@@ -289,6 +283,29 @@ def make_regression_data(
         t.to(device=device, dtype=dtype)
         for t in (x_train, y_train, x_val, y_val)
     )
+
+
+def _check_make_regression_data(
+    n_train: object,
+    n_val: object,
+    seed: object,
+    noise: object,
+    x_max: object,
+    device: object,
+    dtype: object,
+) -> torch.device | None:
+    """Sizes ints >= 1, seed an int, noise >= 0, x_max > 0, device available
+    (returned as a torch.device or None), dtype a float torch.dtype."""
+    check_sizes(n_train=n_train, n_val=n_val)
+    check_int("seed", seed)
+    check_nonnegative_number("noise", noise)
+    check_positive_number("x_max", x_max)
+    device = check_device("device", device)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(
+            f"dtype must be a floating-point torch.dtype, got {dtype}"
+        )
+    return device
 
 
 # --------------------------------------------------------------- learned width
@@ -353,14 +370,19 @@ def leave_one_out(x: torch.Tensor) -> torch.Tensor:
     Raises:
         ValueError: if x is not 1-D with at least 2 entries.
     """
+    _check_leave_one_out(x)
+    num = x.shape[0]
+    keep = ~torch.eye(num, dtype=torch.bool, device=x.device)
+    return x.unsqueeze(0).expand(num, num)[keep].reshape(num, num - 1)
+
+
+def _check_leave_one_out(x: object) -> None:
+    """x a float tensor of shape (K,) with K >= 2."""
     check_floats("x", x)
     if x.dim() != 1 or x.shape[0] < 2:
         raise ValueError(
             f"x must have shape (K,) with K >= 2, got {tuple(x.shape)}"
         )
-    num = x.shape[0]
-    keep = ~torch.eye(num, dtype=torch.bool, device=x.device)
-    return x.unsqueeze(0).expand(num, num)[keep].reshape(num, num - 1)
 
 
 def train_nw_regression(
@@ -388,15 +410,7 @@ def train_nw_regression(
         ValueError: on shapes or devices that do not fit, num_epochs < 1,
             or lr not finite > 0.
     """
-    _check_vector("x_train", x_train, "K")
-    _check_vector("y_train", y_train, "K")
-    if y_train.shape != x_train.shape:
-        raise ValueError(
-            f"y_train must have shape (K,)=({x_train.shape[0]},), got {tuple(y_train.shape)}"
-        )
-    check_same_device(x_train=x_train, y_train=y_train)
-    check_positive_int("num_epochs", num_epochs)
-    check_positive_number("lr", lr)
+    _check_train_nw_regression(x_train, y_train, num_epochs, lr)
     keys, values = (
         leave_one_out(x_train),
         leave_one_out(y_train),
@@ -410,3 +424,19 @@ def train_nw_regression(
         optimizer.step()
         losses.append(loss.item())
     return losses
+
+
+def _check_train_nw_regression(
+    x_train: object, y_train: object, num_epochs: object, lr: object
+) -> None:
+    """x_train and y_train float (K,) tensors of one shape and device;
+    num_epochs an int >= 1; lr a finite number > 0."""
+    _check_vector("x_train", x_train, "K")
+    _check_vector("y_train", y_train, "K")
+    if y_train.shape != x_train.shape:
+        raise ValueError(
+            f"y_train must have shape (K,)=({x_train.shape[0]},), got {tuple(y_train.shape)}"
+        )
+    check_same_device(x_train=x_train, y_train=y_train)
+    check_positive_int("num_epochs", num_epochs)
+    check_positive_number("lr", lr)

@@ -160,10 +160,20 @@ def build(name: str | Published, num_blks: int | None = None) -> nn.Module:
         TypeError/ValueError: an unknown name, or num_blks not an int in
             [1, N] (for DeepSeek-V3, more than its dense blocks).
     """
-    model = _published(name)
+    model = _check_build(name, num_blks)
     kwargs = dict(model.kwargs)
     if num_blks is not None:
-        low = kwargs.get("num_dense", 0) + 1
+        kwargs["num_blks"] = num_blks
+    with torch.device("meta"):
+        return model.family(**kwargs)
+
+
+def _check_build(name: object, num_blks: object) -> Published:
+    """name a key of PUBLISHED or a Published (returned); num_blks None or
+    an int in [num_dense + 1, N]."""
+    model = _published(name)
+    if num_blks is not None:
+        low = model.kwargs.get("num_dense", 0) + 1
         if not isinstance(num_blks, int) or isinstance(num_blks, bool):
             raise TypeError(
                 f"num_blks must be an int, got {type(num_blks).__name__}"
@@ -173,9 +183,7 @@ def build(name: str | Published, num_blks: int | None = None) -> nn.Module:
                 f"num_blks must be in [{low}, {model.num_blks}], "
                 f"got {num_blks}"
             )
-        kwargs["num_blks"] = num_blks
-    with torch.device("meta"):
-        return model.family(**kwargs)
+    return model
 
 
 def _looked_up(model: nn.Module) -> set[int]:
@@ -275,6 +283,23 @@ def cache_numel_per_token(name: str | Published, context: int) -> float:
             cross-attention caches the input, not the tokens it writes),
             or context not an int >= 1.
     """
+    model = _check_cache_numel_per_token(name, context)
+    N = model.num_blks
+    if model.family is DeepSeekV3:
+        return N * (model.get("kv_rank") + model.get("rope_width"))
+    G = model.get("num_kv_heads") or model.get("num_heads")
+    per_block = 2 * G * model.head_width
+    window = model.get("sliding_window")
+    if window is None:
+        return N * per_block
+    num_global = N // model.get("global_every", N + 1)  # Gemma: 1 in 6
+    share = min(context, window) / context
+    return per_block * (num_global + (N - num_global) * share)
+
+
+def _check_cache_numel_per_token(name: object, context: object) -> Published:
+    """name a decoder-only key of PUBLISHED or a Published (returned; not
+    T5); context an int >= 1."""
     model = _published(name)
     if model.family is T5:
         raise ValueError(
@@ -287,17 +312,7 @@ def cache_numel_per_token(name: str | Published, context: int) -> float:
         )
     if context < 1:
         raise ValueError(f"context must be >= 1, got {context}")
-    N = model.num_blks
-    if model.family is DeepSeekV3:
-        return N * (model.get("kv_rank") + model.get("rope_width"))
-    G = model.get("num_kv_heads") or model.get("num_heads")
-    per_block = 2 * G * model.head_width
-    window = model.get("sliding_window")
-    if window is None:
-        return N * per_block
-    num_global = N // model.get("global_every", N + 1)  # Gemma: 1 in 6
-    share = min(context, window) / context
-    return per_block * (num_global + (N - num_global) * share)
+    return model
 
 
 def flops_per_token(name: str | Published, context: int) -> float:

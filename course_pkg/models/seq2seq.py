@@ -184,13 +184,8 @@ class Seq2SeqDecoder(Decoder):
             TypeError, ValueError: if X is not a (B, Q) tensor of ids in
                 [0, V), or the state does not fit.
         """
-        check_token_ids("X", X, self.embedding, min_steps=1)
-        batch_size, num_steps = X.shape
-        context, hidden = state
-        check_shape(
-            "state.context", context, (batch_size, self.num_hiddens), "(B, D)"
-        )
-        _check_hidden(hidden, batch_size, self.num_layers, self.num_hiddens)
+        context, hidden = _check_seq2seq_decoder_forward(self, X, state)
+        num_steps = X.shape[1]
         embs = self.embedding(X.t().long())  # (Q, B, E)
         contexts = context.unsqueeze(0).expand(num_steps, -1, -1)  # (Q, B, D)
         outputs, hidden = self.rnn(
@@ -198,6 +193,21 @@ class Seq2SeqDecoder(Decoder):
         )  # (Q, B, D)
         Y = self.dense(outputs).transpose(0, 1)  # (B, Q, V)
         return Y, GRUState(context, hidden)
+
+
+def _check_seq2seq_decoder_forward(
+    decoder: Seq2SeqDecoder, X: object, state: object
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """X (B, Q) ids in [0, V), Q >= 1; state (context (B, D), hidden
+    (L, B, D)), returned unpacked."""
+    check_token_ids("X", X, decoder.embedding, min_steps=1)
+    batch_size = X.shape[0]
+    context, hidden = state
+    check_shape(
+        "state.context", context, (batch_size, decoder.num_hiddens), "(B, D)"
+    )
+    _check_hidden(hidden, batch_size, decoder.num_layers, decoder.num_hiddens)
+    return context, hidden
 
 
 def _check_hidden(
@@ -283,8 +293,7 @@ class AttentionGRUDecoder(Decoder):
             TypeError, ValueError: on ids outside [0, V) or a state that does
                 not fit (checked before any computation).
         """
-        check_token_ids("X", X, self.embedding, min_steps=1)
-        self._check_state(state, X.shape[0])
+        _check_attention_gru_decoder_forward(self, X, state)
         embs = self.embedding(X.t().long())  # (Q, B, E)
         Y, self._attention_weights, new_state = self._decode(embs, *state)
         return Y, new_state
@@ -314,6 +323,15 @@ class AttentionGRUDecoder(Decoder):
             T,
             like=("state.enc_outputs", enc_outputs),
         )
+
+
+def _check_attention_gru_decoder_forward(
+    decoder: AttentionGRUDecoder, X: object, state: object
+) -> None:
+    """X (B, Q) ids in [0, V), Q >= 1; state the decoder's state type for
+    that B (``_check_state``)."""
+    check_token_ids("X", X, decoder.embedding, min_steps=1)
+    decoder._check_state(state, X.shape[0])
 
 
 class Seq2SeqAttentionDecoder(AttentionGRUDecoder):

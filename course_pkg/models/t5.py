@@ -199,14 +199,10 @@ class T5(nn.Module):
         max_distance: int = 128,
         norm_eps: float = 1e-6,
     ):
-        check_sizes(
-            vocab_size=vocab_size, num_hiddens=num_hiddens,
-            ffn_num_hiddens=ffn_num_hiddens, num_heads=num_heads,
-            head_width=head_width, num_blks=num_blks,
+        _check_t5_args(
+            vocab_size, num_hiddens, ffn_num_hiddens, num_heads, head_width,
+            num_blks, num_buckets, max_distance, norm_eps,
         )  # fmt: skip
-        check_nonnegative_number("norm_eps", norm_eps)
-        for bidirectional in (True, False):  # the encoder's, the decoder's
-            _check_buckets(bidirectional, num_buckets, max_distance)
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, num_hiddens)
         sizes = (num_hiddens, ffn_num_hiddens, num_heads, head_width, num_blks)
@@ -237,16 +233,7 @@ class T5(nn.Module):
         Raises:
             TypeError/ValueError: naming src, tgt or src_valid_lens.
         """
-        check_token_ids("src", src, self.embedding)
-        check_token_ids("tgt", tgt, self.embedding)
-        if tgt.shape[0] != src.shape[0]:
-            raise ValueError(
-                f"tgt must have shape (B={src.shape[0]}, T) as src, got "
-                f"{tuple(tgt.shape)}"
-            )
-        check_valid_lens(
-            "src_valid_lens", src_valid_lens, *src.shape, like=("src", src)
-        )
+        _check_t5_forward(self, src, tgt, src_valid_lens)
         S, T, device = src.shape[1], tgt.shape[1], src.device
         src_mask = _attention_mask(src_valid_lens, S, S, False, device)
         memory_mask = _attention_mask(src_valid_lens, T, S, False, device)
@@ -256,6 +243,46 @@ class T5(nn.Module):
             self.embedding(tgt), causal, memory, _per_head(memory_mask)
         )
         return self.dense(Y)
+
+
+def _check_t5_args(
+    vocab_size: object,
+    num_hiddens: object,
+    ffn_num_hiddens: object,
+    num_heads: object,
+    head_width: object,
+    num_blks: object,
+    num_buckets: object,
+    max_distance: object,
+    norm_eps: object,
+) -> None:
+    """Sizes V, D, F, H, d, N ints >= 1; norm_eps a number >= 0; the
+    encoder's and the decoder's buckets and max_distance."""
+    check_sizes(
+        vocab_size=vocab_size, num_hiddens=num_hiddens,
+        ffn_num_hiddens=ffn_num_hiddens, num_heads=num_heads,
+        head_width=head_width, num_blks=num_blks,
+    )  # fmt: skip
+    check_nonnegative_number("norm_eps", norm_eps)
+    for bidirectional in (True, False):  # the encoder's, the decoder's
+        _check_buckets(bidirectional, num_buckets, max_distance)
+
+
+def _check_t5_forward(
+    model: T5, src: object, tgt: object, src_valid_lens: object
+) -> None:
+    """src (B, S) and tgt (B, T) ids in [0, V) of one B; src_valid_lens None
+    or (B,) ints in [0, S]."""
+    check_token_ids("src", src, model.embedding)
+    check_token_ids("tgt", tgt, model.embedding)
+    if tgt.shape[0] != src.shape[0]:
+        raise ValueError(
+            f"tgt must have shape (B={src.shape[0]}, T) as src, got "
+            f"{tuple(tgt.shape)}"
+        )
+    check_valid_lens(
+        "src_valid_lens", src_valid_lens, *src.shape, like=("src", src)
+    )
 
 
 def _per_head(mask: torch.Tensor | None) -> torch.Tensor | None:

@@ -127,13 +127,7 @@ class TransformerEncoder(EmbeddingStack, Encoder):
             ValueError: on a wrong rank, ids outside [0, V), T > max_len,
                 lengths outside [0, T].
         """
-        check_token_ids("X", X, self.embedding)
-        if X.shape[1] > self.max_len:
-            raise ValueError(
-                f"X must have shape (B, T) with T <= max_len={self.max_len}, "
-                f"got {tuple(X.shape)}"
-            )
-        check_valid_lens("valid_lens", valid_lens, *X.shape, like=("X", X))
+        _check_transformer_encoder_forward(self, X, valid_lens)
         need_weights = resolve_need_weights(self, need_weights)
         # The embedding is scaled up so that the positional signal (values
         # in [-1, 1]) does not swamp it.
@@ -145,6 +139,20 @@ class TransformerEncoder(EmbeddingStack, Encoder):
             blk.attention.attention_weights for blk in self.blks
         ]
         return X
+
+
+def _check_transformer_encoder_forward(
+    encoder: TransformerEncoder, X: object, valid_lens: object
+) -> None:
+    """X (B, T) ids in [0, V) with T <= max_len; valid_lens None or (B,)
+    ints in [0, T]."""
+    check_token_ids("X", X, encoder.embedding)
+    if X.shape[1] > encoder.max_len:
+        raise ValueError(
+            f"X must have shape (B, T) with T <= max_len={encoder.max_len}, "
+            f"got {tuple(X.shape)}"
+        )
+    check_valid_lens("valid_lens", valid_lens, *X.shape, like=("X", X))
 
 
 class TransformerDecoder(EmbeddingStack, Decoder):
@@ -210,21 +218,8 @@ class TransformerDecoder(EmbeddingStack, Decoder):
             ValueError: if enc_outputs is not (B, T, D) on the model's
                 device or enc_valid_lens not (B,) in [0, T].
         """
-        check_tensor("enc_outputs", enc_outputs, 3, "(B, T, D)")
-        check_features(
-            "enc_outputs",
-            enc_outputs,
-            self.num_hiddens,
-            self,
-            shape=f"(B, T, {self.num_hiddens})",
-        )
-        batch_size, num_steps = enc_outputs.shape[:2]
-        check_valid_lens(
-            "enc_valid_lens",
-            enc_valid_lens,
-            batch_size,
-            num_steps,
-            like=("enc_outputs", enc_outputs),
+        _check_transformer_decoder_init_state(
+            self, enc_outputs, enc_valid_lens
         )
         return DecoderState(
             enc_outputs, enc_valid_lens, (None,) * self.num_blks, 0
@@ -260,33 +255,9 @@ class TransformerDecoder(EmbeddingStack, Decoder):
             ValueError: on a malformed X, state or tgt_valid_lens, or
                 beyond max_len.
         """
-        if not isinstance(state, DecoderState):
-            raise TypeError(
-                "state must be the DecoderState of init_state or of the "
-                f"previous call, got {type(state).__name__}"
-            )
-        if len(state.caches) != self.num_blks:
-            raise ValueError(
-                f"state.caches must hold num_blks={self.num_blks} entries, "
-                f"got {len(state.caches)}"
-            )
-        check_token_ids("X", X, self.embedding)
-        batch_size = state.enc_outputs.shape[0]
-        if X.shape[0] != batch_size:
-            raise ValueError(
-                f"X must have shape (B, Q) with B={batch_size} as in the "
-                f"state, got {tuple(X.shape)}"
-            )
-        check_valid_lens(
-            "tgt_valid_lens", tgt_valid_lens, batch_size, None, like=("X", X)
+        num_seen = _check_transformer_decoder_forward(
+            self, X, state, tgt_valid_lens
         )
-        num_seen = state.offset + X.shape[1]
-        if num_seen > self.max_len:  # the cached positions come first
-            raise ValueError(
-                f"X (B, Q={X.shape[1]}) after the {state.offset} positions "
-                f"cached reaches position {num_seen}, more than "
-                f"max_len={self.max_len}"
-            )
         if tgt_valid_lens is not None:
             # Only the t = offset + Q positions fed so far exist as keys.
             tgt_valid_lens = tgt_valid_lens.clamp(max=num_seen)
@@ -305,6 +276,68 @@ class TransformerDecoder(EmbeddingStack, Decoder):
             [blk.attention2.attention_weights for blk in self.blks],
         ]
         return self.dense(X), state._replace(offset=num_seen)
+
+
+def _check_transformer_decoder_init_state(
+    decoder: TransformerDecoder, enc_outputs: object, enc_valid_lens: object
+) -> None:
+    """enc_outputs a float (B, T, D) tensor of the decoder's dtype and
+    device; enc_valid_lens None or (B,) ints in [0, T]."""
+    check_tensor("enc_outputs", enc_outputs, 3, "(B, T, D)")
+    check_features(
+        "enc_outputs",
+        enc_outputs,
+        decoder.num_hiddens,
+        decoder,
+        shape=f"(B, T, {decoder.num_hiddens})",
+    )
+    batch_size, num_steps = enc_outputs.shape[:2]
+    check_valid_lens(
+        "enc_valid_lens",
+        enc_valid_lens,
+        batch_size,
+        num_steps,
+        like=("enc_outputs", enc_outputs),
+    )
+
+
+def _check_transformer_decoder_forward(
+    decoder: TransformerDecoder,
+    X: object,
+    state: object,
+    tgt_valid_lens: object,
+) -> int:
+    """state a DecoderState of N caches; X (B, Q) ids in [0, V) with the
+    state's B and offset + Q <= max_len; tgt_valid_lens None or (B,) ints.
+    Returns offset + Q, the positions seen."""
+    if not isinstance(state, DecoderState):
+        raise TypeError(
+            "state must be the DecoderState of init_state or of the "
+            f"previous call, got {type(state).__name__}"
+        )
+    if len(state.caches) != decoder.num_blks:
+        raise ValueError(
+            f"state.caches must hold num_blks={decoder.num_blks} entries, "
+            f"got {len(state.caches)}"
+        )
+    check_token_ids("X", X, decoder.embedding)
+    batch_size = state.enc_outputs.shape[0]
+    if X.shape[0] != batch_size:
+        raise ValueError(
+            f"X must have shape (B, Q) with B={batch_size} as in the "
+            f"state, got {tuple(X.shape)}"
+        )
+    check_valid_lens(
+        "tgt_valid_lens", tgt_valid_lens, batch_size, None, like=("X", X)
+    )
+    num_seen = state.offset + X.shape[1]
+    if num_seen > decoder.max_len:  # the cached positions come first
+        raise ValueError(
+            f"X (B, Q={X.shape[1]}) after the {state.offset} positions "
+            f"cached reaches position {num_seen}, more than "
+            f"max_len={decoder.max_len}"
+        )
+    return num_seen
 
 
 class Transformer(EncoderDecoder):

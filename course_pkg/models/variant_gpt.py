@@ -125,9 +125,7 @@ class VariantBlock(PreNormEncoderBlock):
         Raises:
             TypeError/ValueError: if X is not a (B, Q, D) tensor.
         """
-        shape = f"(B, Q, {self.num_hiddens})"
-        check_tensor("X", X, 3, shape)
-        check_features("X", X, self.num_hiddens, self)
+        _check_variant_block_forward(self, X)
         if self.placement == "pre":
             normed = self.norm1(X)
             cache = self.attention.cache(normed, normed, past=cache)
@@ -146,6 +144,13 @@ class VariantBlock(PreNormEncoderBlock):
         )
         X = self.norm1(X + self.dropout(attended))
         return self.norm2(X + self.dropout(self.ffn(X))), cache
+
+
+def _check_variant_block_forward(block: VariantBlock, X: object) -> None:
+    """X a float (B, Q, D) tensor of the block's width, dtype and device."""
+    shape = f"(B, Q, {block.num_hiddens})"
+    check_tensor("X", X, 3, shape)
+    check_features("X", X, block.num_hiddens, block)
 
 
 class VariantGPT(GPT):
@@ -187,11 +192,10 @@ class VariantGPT(GPT):
         make_block: Callable[[int], nn.Module] | None = None,
         make_head: Callable[[], nn.Module] | None = None,
     ):
-        check_placement(placement)
-        check_block_options(norm, ffn)
-        check_block_sizes(
-            num_hiddens, ffn_num_hiddens, num_heads, dropout, num_kv_heads
-        )
+        _check_variant_gpt_args(
+            num_hiddens, ffn_num_hiddens, num_heads, dropout, num_kv_heads,
+            norm, ffn, placement,
+        )  # fmt: skip
         super().__init__(
             vocab_size,
             num_hiddens,
@@ -254,6 +258,25 @@ class VariantGPT(GPT):
                 f"as in X and G={self.num_kv_heads}, got {tuple(keys.shape)}"
             )
         return keys.shape[2]
+
+
+def _check_variant_gpt_args(
+    num_hiddens: object,
+    ffn_num_hiddens: object,
+    num_heads: object,
+    dropout: object,
+    num_kv_heads: object,
+    norm: object,
+    ffn: object,
+    placement: object,
+) -> None:
+    """placement "post" or "pre"; norm and ffn known names; the block
+    sizes (D divisible by H, G dividing H) and dropout in [0, 1)."""
+    check_placement(placement)
+    check_block_options(norm, ffn)
+    check_block_sizes(
+        num_hiddens, ffn_num_hiddens, num_heads, dropout, num_kv_heads
+    )
 
 
 def check_placement(placement: Any) -> None:

@@ -75,13 +75,7 @@ def sincos_2d_positions(
         TypeError/ValueError: sizes not ints >= 1, D not divisible by 4,
             temperature not a number > 0.
     """
-    check_positive_int("grid_size", grid_size)
-    check_positive_int("num_hiddens", num_hiddens)
-    check_positive_number("temperature", temperature)
-    if num_hiddens % 4:
-        raise ValueError(
-            f"num_hiddens must be divisible by 4, got {num_hiddens}"
-        )
+    _check_sincos_2d_positions(grid_size, num_hiddens, temperature)
     quarter = num_hiddens // 4
     frequencies = temperature ** (-torch.arange(quarter) / quarter)  # (D/4,)
     coordinate = torch.arange(grid_size, dtype=torch.float32)
@@ -90,6 +84,20 @@ def sincos_2d_positions(
     rows = one_axis.repeat_interleave(grid_size, dim=0)  # (N, D/2)
     columns = one_axis.repeat(grid_size, 1)  # (N, D/2)
     return torch.cat([rows, columns], dim=1)
+
+
+def _check_sincos_2d_positions(
+    grid_size: object, num_hiddens: object, temperature: object
+) -> None:
+    """grid_size G and num_hiddens D ints >= 1, D divisible by 4;
+    temperature a number > 0."""
+    check_positive_int("grid_size", grid_size)
+    check_positive_int("num_hiddens", num_hiddens)
+    check_positive_number("temperature", temperature)
+    if num_hiddens % 4:
+        raise ValueError(
+            f"num_hiddens must be divisible by 4, got {num_hiddens}"
+        )
 
 
 class PatchEmbedding(nn.Module):
@@ -112,9 +120,9 @@ class PatchEmbedding(nn.Module):
         *,
         in_channels: int = 3,
     ):
-        _check_patches(img_size, patch_size)
-        check_positive_int("num_hiddens", num_hiddens)
-        check_positive_int("in_channels", in_channels)
+        _check_patch_embedding_args(
+            img_size, patch_size, num_hiddens, in_channels
+        )
         super().__init__()
         self.img_size, self.in_channels = img_size, in_channels
         self.num_patches = (img_size // patch_size) ** 2
@@ -135,6 +143,19 @@ class PatchEmbedding(nn.Module):
     def _embed(self, X: torch.Tensor) -> torch.Tensor:
         """forward without the checks."""
         return self.conv(X).flatten(2).transpose(1, 2)  # (B, N, D)
+
+
+def _check_patch_embedding_args(
+    img_size: object,
+    patch_size: object,
+    num_hiddens: object,
+    in_channels: object,
+) -> None:
+    """img_size and patch_size ints >= 1, img_size divisible by patch_size;
+    num_hiddens D and in_channels C ints >= 1."""
+    _check_patches(img_size, patch_size)
+    check_positive_int("num_hiddens", num_hiddens)
+    check_positive_int("in_channels", in_channels)
 
 
 class ViTBlock(nn.Module):
@@ -164,14 +185,10 @@ class ViTBlock(nn.Module):
         *,
         norm_eps: float = 1e-5,
     ):
-        check_sizes(mlp_num_hiddens=mlp_num_hiddens)
-        check_block_sizes(num_hiddens, mlp_num_hiddens, num_heads, dropout)
-        if norm_shape != num_hiddens:
-            raise ValueError(
-                f"norm_shape must equal num_hiddens={num_hiddens}, "
-                f"got {norm_shape!r}"
-            )
-        check_positive_number("norm_eps", norm_eps)
+        _check_vit_block_args(
+            num_hiddens, norm_shape, mlp_num_hiddens, num_heads, dropout,
+            norm_eps,
+        )  # fmt: skip
         super().__init__()
         self.num_hiddens = num_hiddens
         self.ln1 = nn.LayerNorm(norm_shape, eps=norm_eps)
@@ -197,8 +214,7 @@ class ViTBlock(nn.Module):
             TypeError/ValueError: X not a float (B, T, D) tensor of the
                 block's width, dtype and device.
         """
-        check_features("X", X, self.num_hiddens, self, shape="(B, T, D)")
-        check_tensor("X", X, 3, "(B, T, D)")
+        _check_vit_block_forward(self, X)
         return self._block(X, need_weights)
 
     def _block(self, X: torch.Tensor, need_weights: bool) -> torch.Tensor:
@@ -209,6 +225,32 @@ class ViTBlock(nn.Module):
         )
         X = X + self.dropout(attended)
         return X + self.dropout(self.mlp(self.ln2(X)))
+
+
+def _check_vit_block_args(
+    num_hiddens: object,
+    norm_shape: object,
+    mlp_num_hiddens: object,
+    num_heads: object,
+    dropout: object,
+    norm_eps: object,
+) -> None:
+    """Sizes ints >= 1 with D divisible by H; dropout in [0, 1); norm_shape
+    equal to D; norm_eps a number > 0."""
+    check_sizes(mlp_num_hiddens=mlp_num_hiddens)
+    check_block_sizes(num_hiddens, mlp_num_hiddens, num_heads, dropout)
+    if norm_shape != num_hiddens:
+        raise ValueError(
+            f"norm_shape must equal num_hiddens={num_hiddens}, "
+            f"got {norm_shape!r}"
+        )
+    check_positive_number("norm_eps", norm_eps)
+
+
+def _check_vit_block_forward(block: ViTBlock, X: object) -> None:
+    """X a float (B, T, D) tensor of the block's width, dtype and device."""
+    check_features("X", X, block.num_hiddens, block, shape="(B, T, D)")
+    check_tensor("X", X, 3, "(B, T, D)")
 
 
 class ViT(nn.Module):
@@ -253,27 +295,11 @@ class ViT(nn.Module):
         norm_eps: float = 1e-5,
         positions: str = "learned",
     ):
-        _check_patches(img_size, patch_size)
-        check_sizes(mlp_num_hiddens=mlp_num_hiddens)
-        check_probability("emb_dropout", emb_dropout)
-        check_probability("blk_dropout", blk_dropout)
-        check_block_sizes(num_hiddens, mlp_num_hiddens, num_heads, 0.0)
-        for name, size in (
-            ("num_blks", num_blks), ("num_classes", num_classes),
-            ("in_channels", in_channels),
-        ):  # fmt: skip
-            check_positive_int(name, size)
-        check_positive_number("norm_eps", norm_eps)
-        check_str("positions", positions)
-        if positions not in POSITIONS:
-            raise ValueError(
-                f"positions must be one of {POSITIONS}, got {positions!r}"
-            )
-        if positions == "sincos2d" and num_hiddens % 4:
-            raise ValueError(
-                "sincos2d positions need num_hiddens divisible by 4, "
-                f"got {num_hiddens}"
-            )
+        _check_vit_args(
+            img_size, patch_size, num_hiddens, mlp_num_hiddens, num_heads,
+            num_blks, emb_dropout, blk_dropout, num_classes, in_channels,
+            norm_eps, positions,
+        )  # fmt: skip
         super().__init__()
         self.patch_embedding = PatchEmbedding(
             img_size, patch_size, num_hiddens, in_channels=in_channels
@@ -358,6 +384,46 @@ class ViT(nn.Module):
         for blk in self.blks:
             H = blk._block(H, need_weights)
         return self.norm(H)
+
+
+def _check_vit_args(
+    img_size: object,
+    patch_size: object,
+    num_hiddens: object,
+    mlp_num_hiddens: object,
+    num_heads: object,
+    num_blks: object,
+    emb_dropout: object,
+    blk_dropout: object,
+    num_classes: object,
+    in_channels: object,
+    norm_eps: object,
+    positions: object,
+) -> None:
+    """img_size divisible by patch_size; sizes ints >= 1 with D divisible by
+    H (and by 4 for sincos2d); dropouts in [0, 1); norm_eps > 0; positions
+    one of POSITIONS."""
+    _check_patches(img_size, patch_size)
+    check_sizes(mlp_num_hiddens=mlp_num_hiddens)
+    check_probability("emb_dropout", emb_dropout)
+    check_probability("blk_dropout", blk_dropout)
+    check_block_sizes(num_hiddens, mlp_num_hiddens, num_heads, 0.0)
+    for name, size in (
+        ("num_blks", num_blks), ("num_classes", num_classes),
+        ("in_channels", in_channels),
+    ):  # fmt: skip
+        check_positive_int(name, size)
+    check_positive_number("norm_eps", norm_eps)
+    check_str("positions", positions)
+    if positions not in POSITIONS:
+        raise ValueError(
+            f"positions must be one of {POSITIONS}, got {positions!r}"
+        )
+    if positions == "sincos2d" and num_hiddens % 4:
+        raise ValueError(
+            "sincos2d positions need num_hiddens divisible by 4, "
+            f"got {num_hiddens}"
+        )
 
 
 def _check_patches(img_size: object, patch_size: object) -> None:
