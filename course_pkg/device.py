@@ -30,38 +30,44 @@ def get_device() -> torch.device:
     """
     requested = os.environ.get("COURSE_DEVICE", "").strip()
     if requested:
-        try:
-            device = torch.device(requested)
-        except RuntimeError as err:
-            raise ValueError(
-                f"COURSE_DEVICE={requested!r} is not a torch device"
-            ) from err
-        if device.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError(
-                f"COURSE_DEVICE={requested!r} but CUDA is not available"
-            )
-        if device.type == "cuda" and device.index is not None:
-            count = torch.cuda.device_count()
-            if device.index >= count:
-                raise ValueError(
-                    f"COURSE_DEVICE={requested!r} but this machine has "
-                    f"{count} CUDA device(s) (indices 0..{count - 1})"
-                )
-        if device.type == "mps" and not torch.backends.mps.is_available():
-            raise ValueError(
-                f"COURSE_DEVICE={requested!r} but MPS is not available"
-            )
-        if not device_available(device):  # xpu, hpu, ...: checked the same way
-            raise ValueError(
-                f"COURSE_DEVICE={requested!r} but this machine has no "
-                f"{device.type} device"
-            )
-        return device
+        return _check_get_device(requested)
     if torch.cuda.is_available():
         return torch.device("cuda")
     if torch.backends.mps.is_available():
         return torch.device("mps")
     return torch.device("cpu")
+
+
+def _check_get_device(requested: str) -> torch.device:
+    """requested (COURSE_DEVICE's value) a torch device that this machine
+    has (a CUDA index below the GPU count). Returns it as a torch.device."""
+    try:
+        device = torch.device(requested)
+    except RuntimeError as err:
+        raise ValueError(
+            f"COURSE_DEVICE={requested!r} is not a torch device"
+        ) from err
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"COURSE_DEVICE={requested!r} but CUDA is not available"
+        )
+    if device.type == "cuda" and device.index is not None:
+        count = torch.cuda.device_count()
+        if device.index >= count:
+            raise ValueError(
+                f"COURSE_DEVICE={requested!r} but this machine has "
+                f"{count} CUDA device(s) (indices 0..{count - 1})"
+            )
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(
+            f"COURSE_DEVICE={requested!r} but MPS is not available"
+        )
+    if not device_available(device):  # xpu, hpu, ...: checked the same way
+        raise ValueError(
+            f"COURSE_DEVICE={requested!r} but this machine has no "
+            f"{device.type} device"
+        )
+    return device
 
 
 def seed_everything(seed: int = 0) -> None:
@@ -74,15 +80,20 @@ def seed_everything(seed: int = 0) -> None:
         TypeError: if seed is not an int.
         ValueError: if seed is outside [0, 2**32) (no generator is touched).
     """
+    _check_seed_everything(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # also seeds every CUDA device
+
+
+def _check_seed_everything(seed: object) -> None:
+    """seed an int in [0, 2**32)."""
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
     if seed < 0:
         raise ValueError(f"seed must be >= 0, got {seed}")
     if seed >= 2**32:  # NumPy's limit, checked before any reseeding
         raise ValueError(f"seed must be < 2**32, got {seed}")
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)  # also seeds every CUDA device
 
 
 def describe_device(device: torch.device | str) -> str:
@@ -94,14 +105,20 @@ def describe_device(device: torch.device | str) -> str:
     Returns:
         E.g. ``"torch 2.14.1, device cpu, 2 threads"``.
     """
-    if device is None:
-        raise TypeError("device must be a torch.device or str, got NoneType")
-    device = check_device("device", device)
+    device = _check_describe_device(device)
     if device.type == "cuda":
         where = f" ({torch.cuda.get_device_name(device)})"
     else:
         where = f", {torch.get_num_threads()} threads"
     return f"torch {torch.__version__}, device {device}{where}"
+
+
+def _check_describe_device(device: object) -> torch.device:
+    """device a torch.device or str (not None) that this machine has.
+    Returns it as a torch.device."""
+    if device is None:
+        raise TypeError("device must be a torch.device or str, got NoneType")
+    return check_device("device", device)
 
 
 def model_device(model: torch.nn.Module) -> torch.device:
@@ -112,6 +129,13 @@ def model_device(model: torch.nn.Module) -> torch.device:
         TypeError: if model is not an ``nn.Module``.
         ValueError: if it has no parameters.
     """
+    parameter = _check_model_device(model)
+    return parameter.device
+
+
+def _check_model_device(model: object) -> torch.nn.Parameter:
+    """model an nn.Module with at least one parameter. Returns its first
+    parameter."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(
             f"model must be an nn.Module, got {type(model).__name__}"
@@ -119,4 +143,4 @@ def model_device(model: torch.nn.Module) -> torch.device:
     parameter = next(model.parameters(), None)
     if parameter is None:
         raise ValueError("model must have parameters, got a model with none")
-    return parameter.device
+    return parameter

@@ -48,8 +48,7 @@ def write_atomically(
         TypeError: if path is not a str/PathLike or write not callable.
         OSError: if the file system refuses; and whatever ``write`` raises.
     """
-    check_path("path", path)
-    check_callable("write", write)
+    _check_write_atomically(path, write)
     path = Path(path)
     fd, temporary = tempfile.mkstemp(
         dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
@@ -67,6 +66,12 @@ def write_atomically(
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         raise
+
+
+def _check_write_atomically(path: object, write: object) -> None:
+    """path a str or os.PathLike; write callable."""
+    check_path("path", path)
+    check_callable("write", write)
 
 
 def cache_dir() -> Path | None:
@@ -104,14 +109,7 @@ def cached_json(name: str, key: str, compute: Callable[[], Any]) -> Any:
         TypeError: if name or key is not a str, or compute not callable.
         ValueError: if name is empty or holds a path separator.
     """
-    for label, text in (("name", name), ("key", key)):
-        if not isinstance(text, str):
-            raise TypeError(
-                f"{label} must be a str, got {type(text).__name__}"
-            )
-    if not name or "/" in name or os.sep in name:
-        raise ValueError(f"name must be a file name (no '/'), got {name!r}")
-    check_callable("compute", compute)
+    _check_cached_json(name, key, compute)
     folder = cache_dir()
     path = None if folder is None else folder / f"{name}.json"
     if path is not None:
@@ -133,3 +131,16 @@ def cached_json(name: str, key: str, compute: Callable[[], Any]) -> Any:
             path.parent.mkdir(parents=True, exist_ok=True)
             write_atomically(path, lambda handle: handle.write(data))
     return json.loads(text)
+
+
+def _check_cached_json(name: object, key: object, compute: object) -> None:
+    """name and key str, name a file name (not empty, no path separator);
+    compute callable."""
+    for label, text in (("name", name), ("key", key)):
+        if not isinstance(text, str):
+            raise TypeError(
+                f"{label} must be a str, got {type(text).__name__}"
+            )
+    if not name or "/" in name or os.sep in name:
+        raise ValueError(f"name must be a file name (no '/'), got {name!r}")
+    check_callable("compute", compute)

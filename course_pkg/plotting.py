@@ -50,18 +50,8 @@ def show_heatmaps(
         ValueError: if matrices is not 4-D or titles does not have one entry
             per column.
     """
-    for label, text in (("xlabel", xlabel), ("ylabel", ylabel)):
-        check_str(label, text)
-    data = _to_numpy(matrices)
-    if data.ndim != 4:
-        raise ValueError(
-            f"matrices must have shape (rows, cols, Q, K), got {data.shape}"
-        )
+    data = _check_show_heatmaps(matrices, xlabel, ylabel, titles)
     rows, cols = data.shape[:2]
-    if titles is not None and len(titles) != cols:
-        raise ValueError(
-            f"titles must have {cols} entries (one per column), got {len(titles)}"
-        )
     fig, axes = plt.subplots(
         rows,
         cols,
@@ -91,6 +81,26 @@ def show_heatmaps(
                 ax.set_yticks(range(len(yticklabels)), yticklabels)
     fig.colorbar(image, ax=axes, shrink=0.6)
     return fig
+
+
+def _check_show_heatmaps(
+    matrices: object, xlabel: object, ylabel: object, titles: object
+) -> np.ndarray:
+    """xlabel, ylabel str; matrices (rows, cols, Q, K) numbers; titles None
+    or one per column. Returns matrices as a NumPy array."""
+    for label, text in (("xlabel", xlabel), ("ylabel", ylabel)):
+        check_str(label, text)
+    data = _to_numpy(matrices)
+    if data.ndim != 4:
+        raise ValueError(
+            f"matrices must have shape (rows, cols, Q, K), got {data.shape}"
+        )
+    cols = data.shape[1]
+    if titles is not None and len(titles) != cols:
+        raise ValueError(
+            f"titles must have {cols} entries (one per column), got {len(titles)}"
+        )
+    return data
 
 
 def plot_lines(

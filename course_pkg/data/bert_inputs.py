@@ -108,11 +108,7 @@ def add_second_segment(
             the two are on different devices, or a pair does not fit in
             num_steps.
     """
-    check_token_ids("first", first, None)
-    check_valid_lens("first_lens", first_lens, *first.shape)
-    check_same_device(first=first, first_lens=first_lens)  # both are read
-    check_ids(sep_id=sep_id, pad_id=pad_id)
-    check_positive_int("num_steps", num_steps)
+    _check_add_second_segment(first, first_lens, sep_id, pad_id, num_steps)
     rows, segment_rows, lens = [], [], []
     for row, length, second in zip(
         first.tolist(), first_lens.tolist(), seconds
@@ -139,6 +135,22 @@ def add_second_segment(
         )
 
     return as_tensor(rows), as_tensor(segment_rows), as_tensor(lens)
+
+
+def _check_add_second_segment(
+    first: object,
+    first_lens: object,
+    sep_id: object,
+    pad_id: object,
+    num_steps: object,
+) -> None:
+    """first (N, T_A) integer ids; first_lens (N,) integer lengths in
+    [0, T_A] on first's device; sep_id, pad_id ids; num_steps an int >= 1."""
+    check_token_ids("first", first, None)
+    check_valid_lens("first_lens", first_lens, *first.shape)
+    check_same_device(first=first, first_lens=first_lens)  # both are read
+    check_ids(sep_id=sep_id, pad_id=pad_id)
+    check_positive_int("num_steps", num_steps)
 
 
 def translation_pairs(
@@ -194,13 +206,7 @@ def label_dataset(
         TypeError: if rows is not a list/tuple of rows (e.g. a str).
         ValueError: if task is not a key of TASKS.
     """
-    if not isinstance(rows, (list, tuple)):
-        raise TypeError(
-            "rows must be a list of (english, tense, mood, frame) rows, "
-            f"got {type(rows).__name__}"
-        )
-    if task not in TASKS:
-        raise ValueError(f"task must be one of {sorted(TASKS)}, got {task!r}")
+    _check_label_dataset(rows, task)
     column, classes = TASKS[task]
     tokens, segments, valid_lens = encode_sentences(
         vocab, [row[0] for row in rows], num_steps
@@ -208,3 +214,15 @@ def label_dataset(
     labels = [classes.index(row[column]) for row in rows]
     labels = torch.tensor(labels, dtype=torch.long)
     return tokens, segments, valid_lens, labels
+
+
+def _check_label_dataset(rows: object, task: object) -> None:
+    """rows a list/tuple of (english, tense, mood, frame) rows; task a key of
+    TASKS."""
+    if not isinstance(rows, (list, tuple)):
+        raise TypeError(
+            "rows must be a list of (english, tense, mood, frame) rows, "
+            f"got {type(rows).__name__}"
+        )
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {sorted(TASKS)}, got {task!r}")

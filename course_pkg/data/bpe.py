@@ -181,14 +181,7 @@ def train_bpe(
         ValueError: if vocab_size < 256 + len(special_tokens), or a special
             token is empty or repeated.
     """
-    check_str("text", text)
-    check_int("vocab_size", vocab_size)
-    specials = _check_special_tokens(special_tokens)
-    if vocab_size < 256 + len(specials):
-        raise ValueError(
-            f"vocab_size must be >= 256 + len(special_tokens) = "
-            f"{256 + len(specials)}, got {vocab_size}"
-        )
+    specials = _check_train_bpe(text, vocab_size, special_tokens)
     pieces = _split_specials(text, specials)[::2]  # the text between them
     state = _PairCounts(_word_counts(pieces))
     merges, merge_counts = [], []
@@ -201,6 +194,22 @@ def train_bpe(
         merges.append(pair)
         merge_counts.append(count)
     return BPETokenizer(merges, specials, merge_counts=merge_counts)
+
+
+def _check_train_bpe(
+    text: object, vocab_size: object, special_tokens: object
+) -> list[str]:
+    """text a str; special_tokens a list/tuple of distinct non-empty str;
+    vocab_size an int >= 256 + len(special_tokens). Returns them as a list."""
+    check_str("text", text)
+    check_int("vocab_size", vocab_size)
+    specials = _check_special_tokens(special_tokens)
+    if vocab_size < 256 + len(specials):
+        raise ValueError(
+            f"vocab_size must be >= 256 + len(special_tokens) = "
+            f"{256 + len(specials)}, got {vocab_size}"
+        )
+    return specials
 
 
 def merge_ties(
@@ -221,11 +230,7 @@ def merge_ties(
         TypeError: if text is not a str or num_merges not an int.
         ValueError: if num_merges < 0, or special_tokens as in train_bpe.
     """
-    check_str("text", text)
-    check_int("num_merges", num_merges)
-    if num_merges < 0:
-        raise ValueError(f"num_merges must be >= 0, got {num_merges}")
-    specials = _check_special_tokens(special_tokens)
+    specials = _check_merge_ties(text, num_merges, special_tokens)
     state = _PairCounts(_word_counts(_split_specials(text, specials)[::2]))
     ties: list[int] = []
     while len(ties) < num_merges:
@@ -236,6 +241,18 @@ def merge_ties(
         ties.append(sum(n == count for n in state.counts.values()))
         state.merge(pair, 256 + len(ties) - 1)
     return ties
+
+
+def _check_merge_ties(
+    text: object, num_merges: object, special_tokens: object
+) -> list[str]:
+    """text a str; num_merges an int >= 0; special_tokens as in
+    :func:`train_bpe`. Returns the special tokens as a list."""
+    check_str("text", text)
+    check_int("num_merges", num_merges)
+    if num_merges < 0:
+        raise ValueError(f"num_merges must be >= 0, got {num_merges}")
+    return _check_special_tokens(special_tokens)
 
 
 def _check_special_tokens(special_tokens: Sequence[str]) -> list[str]:
@@ -304,8 +321,9 @@ class BPETokenizer:
         special_tokens: Sequence[str] = (),
         merge_counts: Sequence[int] | None = None,
     ):
-        self.merges = _check_merges(merges)
-        specials = _check_special_tokens(special_tokens)
+        self.merges, specials = _check_bpe_tokenizer_args(
+            merges, special_tokens
+        )
         self.merge_counts = list(merge_counts or ())
         self.vocab = {b: bytes([b]) for b in range(256)}
         for i, (a, b) in enumerate(self.merges):
@@ -363,12 +381,9 @@ class BPETokenizer:
                 two arguments name a string that is not a special token of
                 this tokenizer, or the same token.
         """
-        check_str("text", text)
-        allowed, refused = self._allowed_and_refused(
-            allowed_special, disallowed_special
+        allowed, refused = _check_bpe_tokenizer_encode(
+            self, text, allowed_special, disallowed_special
         )
-        _check_utf8(text)
-        _refuse_specials(text, refused)
         ids = []
         for k, piece in enumerate(_split_specials(text, sorted(allowed))):
             if k % 2:
@@ -539,6 +554,34 @@ class BPETokenizer:
         return checked
 
 
+def _check_bpe_tokenizer_args(
+    merges: object, special_tokens: object
+) -> tuple[list[Pair], list[str]]:
+    """merges a list/tuple of (int, int) pairs, merge i using ids in
+    [0, 256 + i); special_tokens a list/tuple of distinct non-empty str.
+    Returns both as lists."""
+    checked = _check_merges(merges)
+    return checked, _check_special_tokens(special_tokens)
+
+
+def _check_bpe_tokenizer_encode(
+    tokenizer: BPETokenizer,
+    text: object,
+    allowed_special: object,
+    disallowed_special: object,
+) -> tuple[set[str], set[str]]:
+    """text a str of UTF-8-encodable characters holding no refused special
+    token; allowed_special and disallowed_special "all" or collections of
+    the tokenizer's special tokens, disjoint. Returns (allowed, refused)."""
+    check_str("text", text)
+    allowed, refused = tokenizer._allowed_and_refused(
+        allowed_special, disallowed_special
+    )
+    _check_utf8(text)
+    _refuse_specials(text, refused)
+    return allowed, refused
+
+
 def _check_merges(merges: Sequence[Pair]) -> list[Pair]:
     if not isinstance(merges, (list, tuple)):
         raise TypeError(
@@ -620,10 +663,7 @@ def train_hf_bpe(text: str, vocab_size: int) -> Tokenizer:
         TypeError: if text is not a str or vocab_size not an int.
         ValueError: if vocab_size < 256.
     """
-    check_str("text", text)
-    check_int("vocab_size", vocab_size)
-    if vocab_size < 256:
-        raise ValueError(f"vocab_size must be >= 256, got {vocab_size}")
+    _check_train_hf_bpe(text, vocab_size)
     import tokenizers as tk
 
     tokenizer = tk.Tokenizer(tk.models.BPE())
@@ -638,3 +678,11 @@ def train_hf_bpe(text: str, vocab_size: int) -> Tokenizer:
     )
     tokenizer.train_from_iterator([text], trainer=trainer)
     return tokenizer
+
+
+def _check_train_hf_bpe(text: object, vocab_size: object) -> None:
+    """text a str; vocab_size an int >= 256."""
+    check_str("text", text)
+    check_int("vocab_size", vocab_size)
+    if vocab_size < 256:
+        raise ValueError(f"vocab_size must be >= 256, got {vocab_size}")

@@ -224,11 +224,16 @@ def english_french_corpus(
         ValueError: if num_pairs < 10, or the grammar cannot produce that many distinct English
             sentences.
     """
+    _check_english_french_corpus(seed, num_pairs)
+    return tuple(list(split) for split in _generate_corpus(seed, num_pairs))
+
+
+def _check_english_french_corpus(seed: object, num_pairs: object) -> None:
+    """seed an int; num_pairs an int >= 10."""
     check_int("seed", seed)
     check_int("num_pairs", num_pairs)
     if num_pairs < 10:
         raise ValueError(f"num_pairs must be >= 10, got {num_pairs}")
-    return tuple(list(split) for split in _generate_corpus(seed, num_pairs))
 
 
 def _kept_on_disk(

@@ -58,6 +58,18 @@ def verify_wheel(path: str | os.PathLike | None = None) -> Path:
         FileNotFoundError: it is missing (the message says how to fetch it).
         ValueError: its size or digest differ.
     """
+    path = _check_verify_wheel(path)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != WHEEL_SHA256:
+        raise ValueError(
+            f"path: {path} has SHA-256 {digest}, expected {WHEEL_SHA256}"
+        )
+    return path
+
+
+def _check_verify_wheel(path: object) -> Path:
+    """path None (:func:`wheel_path`) or a str/os.PathLike naming a file of
+    WHEEL_SIZE bytes. Returns it as a Path."""
     if path is not None:
         check_path("path", path)
     path = Path(path) if path is not None else wheel_path()
@@ -71,11 +83,6 @@ def verify_wheel(path: str | os.PathLike | None = None) -> Path:
     if size != WHEEL_SIZE:
         raise ValueError(
             f"path: {path} has {size} bytes, expected {WHEEL_SIZE}"
-        )
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != WHEEL_SHA256:
-        raise ValueError(
-            f"path: {path} has SHA-256 {digest}, expected {WHEEL_SHA256}"
         )
     return path
 

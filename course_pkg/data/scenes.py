@@ -80,6 +80,15 @@ def relation(first: SceneObject, second: SceneObject) -> str:
         TypeError: first or second not a :class:`SceneObject`.
         ValueError: if the two share a cell.
     """
+    d_row, d_col = _check_relation(first, second)
+    if abs(d_col) >= abs(d_row):
+        return "left of" if d_col < 0 else "right of"
+    return "above" if d_row < 0 else "below"
+
+
+def _check_relation(first: object, second: object) -> tuple[int, int]:
+    """first and second SceneObjects in different cells. Returns their
+    offset (rows, columns), first minus second."""
     for name, obj in (("first", first), ("second", second)):
         if not isinstance(obj, SceneObject):
             raise TypeError(
@@ -88,9 +97,7 @@ def relation(first: SceneObject, second: SceneObject) -> str:
     d_row, d_col = first.row - second.row, first.column - second.column
     if d_row == 0 and d_col == 0:
         raise ValueError("first and second must lie in different cells")
-    if abs(d_col) >= abs(d_row):
-        return "left of" if d_col < 0 else "right of"
-    return "above" if d_row < 0 else "below"
+    return d_row, d_col
 
 
 def shape_mask(shape: str, size: int) -> torch.Tensor:
@@ -102,12 +109,7 @@ def shape_mask(shape: str, size: int) -> torch.Tensor:
     Raises:
         TypeError/ValueError: an unknown shape, or size not an int >= 4.
     """
-    check_str("shape", shape)
-    if shape not in SHAPES:
-        raise ValueError(f"shape must be one of {SHAPES}, got {shape!r}")
-    check_positive_int("size", size)
-    if size < 4:
-        raise ValueError(f"size must be >= 4, got {size}")
+    _check_shape_mask(shape, size)
     margin = max(1, size // 8)
     low, high = margin, size - 1 - margin  # inclusive pixel range
     y = torch.arange(size)[:, None].float()
@@ -121,6 +123,16 @@ def shape_mask(shape: str, size: int) -> torch.Tensor:
     # triangle: the apex at the top centre, the base the bottom row
     half_width = (y - low) / max(high - low, 1) * radius
     return inside & ((x - centre).abs() <= half_width + 0.5)
+
+
+def _check_shape_mask(shape: object, size: object) -> None:
+    """shape a str among SHAPES; size S an int >= 4."""
+    check_str("shape", shape)
+    if shape not in SHAPES:
+        raise ValueError(f"shape must be one of {SHAPES}, got {shape!r}")
+    check_positive_int("size", size)
+    if size < 4:
+        raise ValueError(f"size must be >= 4, got {size}")
 
 
 def generate_scenes(
@@ -147,18 +159,9 @@ def generate_scenes(
         TypeError/ValueError: a size not an int >= 1 (G < 2, S < 4 or
             max_objects not 2 or 3), generator not a torch.Generator.
     """
-    check_positive_int("num_scenes", num_scenes)
-    check_generator(generator)
-    if generator is None:
-        raise TypeError("generator must be a torch.Generator, got None")
-    check_positive_int("grid_size", grid_size)
-    check_positive_int("cell_size", cell_size)
-    check_positive_int("max_objects", max_objects)
-    if grid_size < 2 or cell_size < 4 or max_objects not in (2, 3):
-        raise ValueError(
-            "need grid_size >= 2, cell_size >= 4 and max_objects 2 or 3, got "
-            f"{grid_size}, {cell_size}, {max_objects}"
-        )
+    _check_generate_scenes(
+        num_scenes, generator, grid_size, cell_size, max_objects
+    )
     masks = {shape: shape_mask(shape, cell_size) for shape in SHAPES}
     kinds = [(c, s) for c in COLOURS for s in SHAPES]
     side = grid_size * cell_size
@@ -194,6 +197,29 @@ def generate_scenes(
     return images, scenes
 
 
+def _check_generate_scenes(
+    num_scenes: object,
+    generator: object,
+    grid_size: object,
+    cell_size: object,
+    max_objects: object,
+) -> None:
+    """num_scenes N an int >= 1; generator a CPU torch.Generator (not None);
+    grid_size G >= 2 and cell_size S >= 4 ints; max_objects 2 or 3."""
+    check_positive_int("num_scenes", num_scenes)
+    check_generator(generator)
+    if generator is None:
+        raise TypeError("generator must be a torch.Generator, got None")
+    check_positive_int("grid_size", grid_size)
+    check_positive_int("cell_size", cell_size)
+    check_positive_int("max_objects", max_objects)
+    if grid_size < 2 or cell_size < 4 or max_objects not in (2, 3):
+        raise ValueError(
+            "need grid_size >= 2, cell_size >= 4 and max_objects 2 or 3, got "
+            f"{grid_size}, {cell_size}, {max_objects}"
+        )
+
+
 def cell_of_patch(
     patch: int, grid_patches: int, grid_size: int
 ) -> tuple[int, int]:
@@ -206,6 +232,17 @@ def cell_of_patch(
         TypeError/ValueError: sizes not ints >= 1, grid_patches not a
             multiple of grid_size, patch out of range.
     """
+    _check_cell_of_patch(patch, grid_patches, grid_size)
+    per_cell = grid_patches // grid_size
+    row, column = divmod(patch, grid_patches)
+    return row // per_cell, column // per_cell
+
+
+def _check_cell_of_patch(
+    patch: object, grid_patches: object, grid_size: object
+) -> None:
+    """grid_patches and grid_size ints >= 1, the first a multiple of the
+    second; patch an int in [0, grid_patches ** 2)."""
     check_positive_int("grid_patches", grid_patches)
     check_positive_int("grid_size", grid_size)
     if grid_patches % grid_size:
@@ -219,6 +256,3 @@ def cell_of_patch(
         raise ValueError(
             f"patch must be in [0, {grid_patches**2}), got {patch}"
         )
-    per_cell = grid_patches // grid_size
-    row, column = divmod(patch, grid_patches)
-    return row // per_cell, column // per_cell

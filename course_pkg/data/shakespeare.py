@@ -57,6 +57,18 @@ def verify_archive(path: str | os.PathLike | None = None) -> Path:
     Raises FileNotFoundError (with the command that fetches it) when it is
     missing, ValueError when its size or digest differ.
     """
+    path = _check_verify_archive(path)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != ARCHIVE_SHA256:
+        raise ValueError(
+            f"path: {path} has SHA-256 {digest}, expected {ARCHIVE_SHA256}"
+        )
+    return path
+
+
+def _check_verify_archive(path: object) -> Path:
+    """path None (:func:`archive_path`) or a str/os.PathLike naming a file
+    of ARCHIVE_SIZE bytes. Returns it as a Path."""
     if path is not None:
         check_path("path", path)
     path = Path(path) if path is not None else archive_path()
@@ -69,11 +81,6 @@ def verify_archive(path: str | os.PathLike | None = None) -> Path:
     if size != ARCHIVE_SIZE:
         raise ValueError(
             f"path: {path} has {size} bytes, expected {ARCHIVE_SIZE}"
-        )
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != ARCHIVE_SHA256:
-        raise ValueError(
-            f"path: {path} has SHA-256 {digest}, expected {ARCHIVE_SHA256}"
         )
     return path
 
@@ -113,6 +120,16 @@ def train_valid_text(
     Each side is its works' texts joined by a blank line, in the order of
     ``works``. A title of ``held_out`` that ``works`` lacks is a ValueError.
     """
+    _check_train_valid_text(works, held_out)
+    train = "\n\n".join(
+        text for title, text in works.items() if title not in held_out
+    )
+    valid = "\n\n".join(works[title] for title in works if title in held_out)
+    return train, valid
+
+
+def _check_train_valid_text(works: object, held_out: object) -> None:
+    """works a dict title -> text; every title of held_out among its keys."""
     if not isinstance(works, dict):
         raise TypeError(
             f"works must be a dict title -> text, got {type(works).__name__}"
@@ -120,8 +137,3 @@ def train_valid_text(
     missing = [t for t in held_out if t not in works]
     if missing:
         raise ValueError(f"held_out: {missing} not among the works' titles")
-    train = "\n\n".join(
-        text for title, text in works.items() if title not in held_out
-    )
-    valid = "\n\n".join(works[title] for title in works if title in held_out)
-    return train, valid

@@ -55,13 +55,7 @@ def load_tatoeba(
         TypeError: if path is not a str/PathLike, or max_examples not None or an int.
         ValueError: if max_examples is negative or a non-blank line has no tab.
     """
-    check_path("path", path)
-    if max_examples is not None:
-        check_int("max_examples", max_examples)
-        if max_examples < 0:
-            raise ValueError(
-                f"max_examples must be None or >= 0, got {max_examples}"
-            )
+    _check_load_tatoeba(path, max_examples)
     pairs = TatoebaPairs()
     with open(path, encoding="utf-8-sig") as lines:
         for line_number, line in enumerate(lines, start=1):
@@ -81,6 +75,17 @@ def load_tatoeba(
                 continue
             pairs.append((english, french))
     return pairs
+
+
+def _check_load_tatoeba(path: object, max_examples: object) -> None:
+    """path a str or os.PathLike; max_examples None or an int >= 0."""
+    check_path("path", path)
+    if max_examples is not None:
+        check_int("max_examples", max_examples)
+        if max_examples < 0:
+            raise ValueError(
+                f"max_examples must be None or >= 0, got {max_examples}"
+            )
 
 
 def _sha1(path: pathlib.Path) -> str:
@@ -164,18 +169,7 @@ def download_fra_eng(
         urllib.error.URLError, OSError: if the download fails or is cut short (nothing is kept).
         KeyError: if the zip holds no ``fra-eng/fra.txt``.
     """
-    if not isinstance(sha1, str):
-        raise TypeError(
-            "sha1 must be the expected SHA-1 as a hex str (verification "
-            f"cannot be turned off), got {type(sha1).__name__}"
-        )
-    sha1 = sha1.lower()
-    if len(sha1) != 40 or any(c not in "0123456789abcdef" for c in sha1):
-        raise ValueError(f"sha1 must be 40 hex digits, got {sha1!r}")
-    if not isinstance(url, str):
-        raise TypeError(f"url must be a str, got {type(url).__name__}")
-    check_positive_number("timeout", timeout)
-    check_path("cache_dir", cache_dir)
+    sha1 = _check_download_fra_eng(cache_dir, url, sha1, timeout)
     cache_dir = pathlib.Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
     zip_path = cache_dir / (
@@ -206,3 +200,23 @@ def download_fra_eng(
             ),
         )
     return text_path
+
+
+def _check_download_fra_eng(
+    cache_dir: object, url: object, sha1: object, timeout: object
+) -> str:
+    """sha1 a str of 40 hex digits (either case); url a str; timeout a
+    number > 0; cache_dir a str or os.PathLike. Returns sha1 in lower case."""
+    if not isinstance(sha1, str):
+        raise TypeError(
+            "sha1 must be the expected SHA-1 as a hex str (verification "
+            f"cannot be turned off), got {type(sha1).__name__}"
+        )
+    sha1 = sha1.lower()
+    if len(sha1) != 40 or any(c not in "0123456789abcdef" for c in sha1):
+        raise ValueError(f"sha1 must be 40 hex digits, got {sha1!r}")
+    if not isinstance(url, str):
+        raise TypeError(f"url must be a str, got {type(url).__name__}")
+    check_positive_number("timeout", timeout)
+    check_path("cache_dir", cache_dir)
+    return sha1

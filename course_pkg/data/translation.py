@@ -156,29 +156,7 @@ class Vocab:
         min_freq: int = 0,
         reserved_tokens: Sequence[str] | None = None,
     ):
-        if not isinstance(tokens, (list, tuple)):
-            raise TypeError(
-                f"tokens must be a list of token lists or of tokens, got {type(tokens).__name__}"
-            )
-        if isinstance(reserved_tokens, str) or not isinstance(
-            reserved_tokens, (list, tuple, type(None))
-        ):
-            raise TypeError(
-                "reserved_tokens must be None or a list of str tokens, got "
-                f"{type(reserved_tokens).__name__}"
-            )
-        if isinstance(min_freq, bool) or not isinstance(min_freq, int):
-            raise TypeError(
-                f"min_freq must be an int, got {type(min_freq).__name__}"
-            )
-        if tokens and all(isinstance(item, (list, tuple)) for item in tokens):
-            tokens = [token for sentence in tokens for token in sentence]
-        if not all(isinstance(token, str) for token in tokens):
-            raise TypeError(
-                "tokens must be a list of str tokens or a list of lists of "
-                "str (not a mix: a str among lists would be split into "
-                "letters)"
-            )
+        tokens = _check_vocab_args(tokens, min_freq, reserved_tokens)
         self.token_freqs = sorted(
             collections.Counter(tokens).items(),
             key=lambda item: (-item[1], item[0]),
@@ -216,13 +194,8 @@ class Vocab:
             ValueError: if an index is outside [0, len(self)) (-1 is not the
                 last token), or a tensor is not 0-D or 1-D.
         """
+        _check_vocab_to_tokens(indices)
         if isinstance(indices, torch.Tensor):
-            check_integer_dtype("indices", indices, "integer token ids")
-            if indices.dim() > 1:
-                raise ValueError(
-                    "indices must be a 0-D or 1-D tensor, got shape "
-                    f"{tuple(indices.shape)}"
-                )
             indices = indices.tolist()
         if isinstance(indices, (list, tuple)):
             return [self._token(index) for index in indices]
@@ -240,6 +213,49 @@ class Vocab:
     pad, bos, eos, unk = 0, 1, 2, 3
 
 
+def _check_vocab_args(
+    tokens: object, min_freq: object, reserved_tokens: object
+) -> Sequence[str]:
+    """tokens a list/tuple of str or of lists of str; reserved_tokens None or
+    a list/tuple; min_freq an int. Returns the tokens flattened to one list."""
+    if not isinstance(tokens, (list, tuple)):
+        raise TypeError(
+            f"tokens must be a list of token lists or of tokens, got {type(tokens).__name__}"
+        )
+    if isinstance(reserved_tokens, str) or not isinstance(
+        reserved_tokens, (list, tuple, type(None))
+    ):
+        raise TypeError(
+            "reserved_tokens must be None or a list of str tokens, got "
+            f"{type(reserved_tokens).__name__}"
+        )
+    if isinstance(min_freq, bool) or not isinstance(min_freq, int):
+        raise TypeError(
+            f"min_freq must be an int, got {type(min_freq).__name__}"
+        )
+    if tokens and all(isinstance(item, (list, tuple)) for item in tokens):
+        tokens = [token for sentence in tokens for token in sentence]
+    if not all(isinstance(token, str) for token in tokens):
+        raise TypeError(
+            "tokens must be a list of str tokens or a list of lists of "
+            "str (not a mix: a str among lists would be split into "
+            "letters)"
+        )
+    return tokens
+
+
+def _check_vocab_to_tokens(indices: object) -> None:
+    """A tensor of indices must be 0-D or 1-D of an integer dtype (other
+    indices are checked one by one as they are looked up)."""
+    if isinstance(indices, torch.Tensor):
+        check_integer_dtype("indices", indices, "integer token ids")
+        if indices.dim() > 1:
+            raise ValueError(
+                "indices must be a 0-D or 1-D tensor, got shape "
+                f"{tuple(indices.shape)}"
+            )
+
+
 def truncate_pad(ids: Sequence[int], num_steps: int, pad: int) -> list[int]:
     """Cut ids to num_steps, or pad them to num_steps with pad.
 
@@ -250,12 +266,17 @@ def truncate_pad(ids: Sequence[int], num_steps: int, pad: int) -> list[int]:
     Raises:
         ValueError: if num_steps is negative.
     """
+    _check_truncate_pad(num_steps, pad)
+    ids = list(ids[:num_steps])
+    return ids + [pad] * (num_steps - len(ids))
+
+
+def _check_truncate_pad(num_steps: object, pad: object) -> None:
+    """num_steps an int >= 0; pad an int."""
     check_int("num_steps", num_steps)
     check_int("pad", pad)
     if num_steps < 0:
         raise ValueError(f"num_steps must be >= 0, got {num_steps}")
-    ids = list(ids[:num_steps])
-    return ids + [pad] * (num_steps - len(ids))
 
 
 def source_array(
@@ -273,8 +294,7 @@ def source_array(
         TypeError: if sentences is a str or not a list/tuple of str, or num_steps not an int.
         ValueError: if num_steps < 1.
     """
-    check_sentences("sentences", sentences)
-    check_positive_int("num_steps", num_steps)
+    _check_source_array(sentences, num_steps)
     ids = [src_vocab[tokenize(s)] + [src_vocab.eos] for s in sentences]
     rows = [truncate_pad(row, num_steps, src_vocab.pad) for row in ids]
     src = torch.tensor(rows, dtype=torch.long).reshape(len(rows), num_steps)
@@ -282,6 +302,12 @@ def source_array(
     # sentence must not shorten it and hide its <eos>.
     valid_len = [min(len(row), num_steps) for row in ids]
     return src, torch.tensor(valid_len, dtype=torch.long)
+
+
+def _check_source_array(sentences: object, num_steps: object) -> None:
+    """sentences a list/tuple of N str; num_steps an int >= 1."""
+    check_sentences("sentences", sentences)
+    check_positive_int("num_steps", num_steps)
 
 
 def build_arrays(
@@ -368,21 +394,9 @@ def translation_dataloaders(
             batch_size / num_steps < 1, or device is not available here (``"cuda"`` without a
             GPU is refused now, not at the first batch).
     """
-    if not isinstance(splits, (list, tuple)):
-        raise TypeError(
-            f"splits must be a list or tuple, got {type(splits).__name__}"
-        )
-    if len(splits) != 3:
-        raise ValueError(
-            f"splits must be (train, validation, test), got {len(splits)} items"
-        )
-    if len(splits[0]) == 0:
-        raise ValueError("splits[0] (the training split) must not be empty")
-    check_positive_int("batch_size", batch_size)
-    check_positive_int("num_steps", num_steps)
-    check_int("min_freq", min_freq)
-    check_int("seed", seed)
-    device = check_device("device", device) or torch.device("cpu")
+    device = _check_translation_dataloaders(
+        splits, batch_size, num_steps, min_freq, device, seed
+    )
     src_tokens, tgt_tokens = tokenize_pairs(splits[0])
     src_vocab, tgt_vocab = (
         Vocab(src_tokens, min_freq=min_freq),
@@ -411,3 +425,31 @@ def translation_dataloaders(
             )
         )
     return TranslationLoaders(*loaders, src_vocab, tgt_vocab)
+
+
+def _check_translation_dataloaders(
+    splits: object,
+    batch_size: object,
+    num_steps: object,
+    min_freq: object,
+    device: object,
+    seed: object,
+) -> torch.device:
+    """splits a list/tuple of 3 splits, the first non-empty; batch_size and
+    num_steps ints >= 1; min_freq and seed ints; device None or usable.
+    Returns the device (the CPU for None)."""
+    if not isinstance(splits, (list, tuple)):
+        raise TypeError(
+            f"splits must be a list or tuple, got {type(splits).__name__}"
+        )
+    if len(splits) != 3:
+        raise ValueError(
+            f"splits must be (train, validation, test), got {len(splits)} items"
+        )
+    if len(splits[0]) == 0:
+        raise ValueError("splits[0] (the training split) must not be empty")
+    check_positive_int("batch_size", batch_size)
+    check_positive_int("num_steps", num_steps)
+    check_int("min_freq", min_freq)
+    check_int("seed", seed)
+    return check_device("device", device) or torch.device("cpu")

@@ -92,12 +92,17 @@ def gradient_x_input(
         TypeError/ValueError: images not a float (B, C, H, W) tensor,
             score not callable.
     """
-    check_float_tensor("images", images, 4, "(B, C, H, W)")
-    if not callable(score):
-        raise TypeError(f"score must be callable, got {type(score).__name__}")
+    _check_gradient_x_input(score, images)
     images = images.detach().requires_grad_(True)
     (gradient,) = torch.autograd.grad(score(images).sum(), images)
     return (gradient * images).sum(1).detach()
+
+
+def _check_gradient_x_input(score: object, images: object) -> None:
+    """images a float (B, C, H, W) tensor; score callable."""
+    check_float_tensor("images", images, 4, "(B, C, H, W)")
+    if not callable(score):
+        raise TypeError(f"score must be callable, got {type(score).__name__}")
 
 
 def occlusion_map(
@@ -119,17 +124,7 @@ def occlusion_map(
         TypeError/ValueError: images not a float (B, C, H, W) tensor,
             sizes not multiples of cell_size, score not callable.
     """
-    check_float_tensor("images", images, 4, "(B, C, H, W)")
-    check_positive_int("cell_size", cell_size)
-    check_finite_number("baseline", baseline)
-    if not callable(score):
-        raise TypeError(f"score must be callable, got {type(score).__name__}")
-    height, width = images.shape[-2:]
-    if height % cell_size or width % cell_size:
-        raise ValueError(
-            f"images' height and width must be multiples of cell_size="
-            f"{cell_size}, got {tuple(images.shape)}"
-        )
+    height, width = _check_occlusion_map(score, images, cell_size, baseline)
     rows, columns = height // cell_size, width // cell_size
     drops = images.new_zeros(images.shape[0], rows, columns)
     with torch.no_grad():
@@ -141,6 +136,25 @@ def occlusion_map(
                        c * cell_size : (c + 1) * cell_size] = baseline  # fmt: skip
                 drops[:, r, c] = full - score(hidden)
     return drops
+
+
+def _check_occlusion_map(
+    score: object, images: object, cell_size: object, baseline: object
+) -> tuple[int, int]:
+    """images a float (B, C, H, W) tensor, H and W multiples of cell_size
+    (an int >= 1); baseline a finite number; score callable. Returns (H, W)."""
+    check_float_tensor("images", images, 4, "(B, C, H, W)")
+    check_positive_int("cell_size", cell_size)
+    check_finite_number("baseline", baseline)
+    if not callable(score):
+        raise TypeError(f"score must be callable, got {type(score).__name__}")
+    height, width = images.shape[-2:]
+    if height % cell_size or width % cell_size:
+        raise ValueError(
+            f"images' height and width must be multiples of cell_size="
+            f"{cell_size}, got {tuple(images.shape)}"
+        )
+    return height, width
 
 
 def pool_to_cells(pixel_map: torch.Tensor, grid_size: int) -> torch.Tensor:
@@ -155,6 +169,16 @@ def pool_to_cells(pixel_map: torch.Tensor, grid_size: int) -> torch.Tensor:
     Raises:
         TypeError/ValueError: pixel_map not a float tensor of such a shape.
     """
+    pixel_map, side = _check_pool_to_cells(pixel_map, grid_size)
+    per = side // grid_size
+    return pixel_map.reshape(-1, grid_size, per, grid_size, per).sum((2, 4))
+
+
+def _check_pool_to_cells(
+    pixel_map: object, grid_size: object
+) -> tuple[torch.Tensor, int]:
+    """grid_size (G) an int >= 1; pixel_map a float (B, P, P), or (B, P * P)
+    for patches, with P a multiple of G. Returns it as (B, P, P), and P."""
     check_positive_int("grid_size", grid_size)
     shape = "(B, P, P) or (B, P * P)"
     if not isinstance(pixel_map, torch.Tensor) or pixel_map.dim() not in (
@@ -177,8 +201,7 @@ def pool_to_cells(pixel_map: torch.Tensor, grid_size: int) -> torch.Tensor:
             f"pixel_map must be (B, P, P) with P a multiple of grid_size="
             f"{grid_size}, got {tuple(pixel_map.shape)}"
         )
-    per = side // grid_size
-    return pixel_map.reshape(-1, grid_size, per, grid_size, per).sum((2, 4))
+    return pixel_map, side
 
 
 def _check_maps(maps: object) -> None:

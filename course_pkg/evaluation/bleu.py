@@ -123,21 +123,7 @@ def corpus_bleu(
             would be read as one sentence per character), max_n is not an
             int, or a sentence is neither a list/tuple of str nor a str.
     """
-    _check_order("max_n", max_n)
-    for name, sentences in (
-        ("hypotheses", hypotheses),
-        ("references", references),
-    ):
-        if not isinstance(sentences, (list, tuple)):
-            raise TypeError(
-                f"{name} must be a list with one sentence (a token list or a "
-                f"str) per entry, got {type(sentences).__name__}"
-            )
-    if len(hypotheses) != len(references):
-        raise ValueError(
-            f"hypotheses and references must have the same length, got {len(hypotheses)} "
-            f"and {len(references)}"
-        )
+    _check_corpus_bleu(hypotheses, references, max_n)
     matches, totals = [0] * max_n, [0] * max_n
     hyp_len = ref_len = 0
     for i, (hypothesis, reference) in enumerate(zip(hypotheses, references)):
@@ -169,3 +155,25 @@ def corpus_bleu(
         else:
             log_precisions.append(math.log(100.0 * match / total))
     return brevity_penalty * math.exp(sum(log_precisions) / max_n) / 100.0
+
+
+def _check_corpus_bleu(
+    hypotheses: object, references: object, max_n: object
+) -> None:
+    """max_n an int >= 1; hypotheses and references lists (or tuples) of one
+    length."""
+    _check_order("max_n", max_n)
+    for name, sentences in (
+        ("hypotheses", hypotheses),
+        ("references", references),
+    ):
+        if not isinstance(sentences, (list, tuple)):
+            raise TypeError(
+                f"{name} must be a list with one sentence (a token list or a "
+                f"str) per entry, got {type(sentences).__name__}"
+            )
+    if len(hypotheses) != len(references):
+        raise ValueError(
+            f"hypotheses and references must have the same length, got {len(hypotheses)} "
+            f"and {len(references)}"
+        )

@@ -38,10 +38,7 @@ def sequential_depth(output: torch.Tensor) -> int:
         TypeError: if output is not a tensor.
         ValueError: if output was not computed with autograd.
     """
-    if not isinstance(output, torch.Tensor):
-        raise TypeError(f"output must be a tensor, got {type(output)}")
-    if output.grad_fn is None:
-        raise ValueError("output has no grad_fn: compute it with autograd on")
+    _check_sequential_depth(output)
     # Iterative post-order walk: recurrent graphs are thousands of nodes deep.
     depth: dict[object, int] = {}
     stack = [(output.grad_fn, False)]
@@ -56,6 +53,14 @@ def sequential_depth(output: torch.Tensor) -> int:
         stack.append((node, True))
         stack.extend((c, False) for c in children if c not in depth)
     return depth[output.grad_fn]
+
+
+def _check_sequential_depth(output: object) -> None:
+    """output a tensor with a grad_fn (computed with autograd on)."""
+    if not isinstance(output, torch.Tensor):
+        raise TypeError(f"output must be a tensor, got {type(output)}")
+    if output.grad_fn is None:
+        raise ValueError("output has no grad_fn: compute it with autograd on")
 
 
 def count_flops(fn: Callable[[], object]) -> int:
@@ -103,13 +108,7 @@ def call_seconds(
         TypeError: if repeats or warmup is not an int.
         ValueError: if repeats < 1 or warmup < 0.
     """
-    check_callable("fn", fn)
-    check_positive_int("repeats", repeats)
-    device = check_device("device", device)
-    if isinstance(warmup, bool) or not isinstance(warmup, int):
-        raise TypeError(f"warmup must be an int, got {type(warmup).__name__}")
-    if warmup < 0:
-        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    device = _check_call_seconds(fn, repeats, device, warmup)
     cuda = device is not None and torch.device(device).type == "cuda"
     for _ in range(warmup):
         fn()
@@ -123,6 +122,21 @@ def call_seconds(
             torch.cuda.synchronize(device)
         seconds.append(time.perf_counter() - start)
     return seconds
+
+
+def _check_call_seconds(
+    fn: object, repeats: object, device: object, warmup: object
+) -> torch.device | None:
+    """fn callable; repeats an int >= 1; device None or a device of this
+    machine; warmup an int >= 0. Returns device as a torch.device or None."""
+    check_callable("fn", fn)
+    check_positive_int("repeats", repeats)
+    device = check_device("device", device)
+    if isinstance(warmup, bool) or not isinstance(warmup, int):
+        raise TypeError(f"warmup must be an int, got {type(warmup).__name__}")
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    return device
 
 
 def fastest_seconds(

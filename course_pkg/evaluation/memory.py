@@ -54,9 +54,7 @@ def peak_memory(
         TypeError: if fn is not callable.
         ValueError: on a device other than cpu or cuda.
     """
-    if not callable(fn):
-        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-    device = check_device("device", device)
+    device = _check_peak_memory(fn, device)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         base = torch.cuda.memory_allocated(device)
@@ -86,3 +84,11 @@ def peak_memory(
         live += nbytes
         peak, largest = max(peak, live), max(largest, nbytes)
     return MemoryUse(peak, largest)
+
+
+def _check_peak_memory(fn: object, device: object) -> torch.device | None:
+    """fn callable; device a device of this machine (cpu or cuda: the
+    caller refuses others). Returns device as a torch.device."""
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    return check_device("device", device)

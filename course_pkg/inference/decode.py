@@ -83,9 +83,7 @@ def greedy_decode(
         TypeError/ValueError: on src or src_valid_len of the wrong type or
             shape, num_steps < 1.
     """
-    _check_src(model, src, src_valid_len)
-    check_ids(bos=bos, eos=eos)
-    check_positive_int("num_steps", num_steps)
+    _check_greedy_decode(model, src, src_valid_len, bos, eos, num_steps)
     batch_size = src.shape[0]
     with _eval_mode(model):
         enc_all_outputs = model.encoder(src, src_valid_len)
@@ -117,6 +115,21 @@ def greedy_decode(
     return prefix[:, 1:], weights
 
 
+def _check_greedy_decode(
+    model: nn.Module,
+    src: object,
+    src_valid_len: object,
+    bos: object,
+    eos: object,
+    num_steps: object,
+) -> None:
+    """src (B, T_src) ids and src_valid_len (B,) as :func:`_check_src`; bos,
+    eos ids; num_steps an int >= 1."""
+    _check_src(model, src, src_valid_len)
+    check_ids(bos=bos, eos=eos)
+    check_positive_int("num_steps", num_steps)
+
+
 # ------------------------------------------------------ scoring a given output
 
 
@@ -143,17 +156,7 @@ def sequence_log_prob(
         TypeError/ValueError: on inputs of the wrong type or shape, float
             tokens, or (on the CPU) ids outside [0, V).
     """
-    _check_src(model, src, src_valid_len)
-    embedding = getattr(model.decoder, "embedding", None)  # V, if known
-    vocab_size = getattr(embedding, "num_embeddings", None)
-    check_token_ids("tokens", tokens, vocab_size)
-    check_same_device(src=src, tokens=tokens)
-    check_ids(bos=bos, eos=eos)
-    if tokens.shape[0] != src.shape[0]:
-        raise ValueError(
-            f"tokens must have shape (B, S) with B={src.shape[0]}, "
-            f"got {tuple(tokens.shape)}"
-        )
+    _check_sequence_log_prob(model, src, src_valid_len, tokens, bos, eos)
     tokens = tokens.long()
     dec_in = torch.cat(
         (torch.full_like(tokens[:, :1], bos), tokens[:, :-1]), dim=1
@@ -169,6 +172,30 @@ def sequence_log_prob(
     return torch.where(
         counts, token_log_probs, torch.zeros_like(token_log_probs)
     ).sum(dim=1)
+
+
+def _check_sequence_log_prob(
+    model: nn.Module,
+    src: object,
+    src_valid_len: object,
+    tokens: object,
+    bos: object,
+    eos: object,
+) -> None:
+    """src, src_valid_len as :func:`_check_src`; tokens (B, S) integer ids
+    (in [0, V) when the decoder's embedding gives V) on src's device; bos,
+    eos ids."""
+    _check_src(model, src, src_valid_len)
+    embedding = getattr(model.decoder, "embedding", None)  # V, if known
+    vocab_size = getattr(embedding, "num_embeddings", None)
+    check_token_ids("tokens", tokens, vocab_size)
+    check_same_device(src=src, tokens=tokens)
+    check_ids(bos=bos, eos=eos)
+    if tokens.shape[0] != src.shape[0]:
+        raise ValueError(
+            f"tokens must have shape (B, S) with B={src.shape[0]}, "
+            f"got {tuple(tokens.shape)}"
+        )
 
 
 # ----------------------------------------------------------------- beam search
@@ -280,11 +307,9 @@ def beam_search(
         TypeError/ValueError: on src/src_valid_len/bos/eos of the wrong type
             or shape, num_steps or beam_size < 1, alpha not finite >= 0.
     """
-    _check_src(model, src, src_valid_len)
-    check_ids(bos=bos, eos=eos)
-    check_positive_int("num_steps", num_steps)
-    check_positive_int("beam_size", beam_size)
-    check_nonnegative_number("alpha", alpha)
+    _check_beam_search(
+        model, src, src_valid_len, bos, eos, num_steps, beam_size, alpha
+    )
     beam = _Beam(bos, eos, num_steps, beam_size, alpha)
     with _eval_mode(model):
         lens = [None] * len(src) if src_valid_len is None else src_valid_len
@@ -296,6 +321,25 @@ def beam_search(
     rows = [ids + [eos] * (width - len(ids)) for ids in hypotheses]
     tokens = torch.tensor(rows, dtype=torch.long, device=src.device)
     return tokens.reshape(len(rows), width)  # (0, 0) for an empty batch
+
+
+def _check_beam_search(
+    model: nn.Module,
+    src: object,
+    src_valid_len: object,
+    bos: object,
+    eos: object,
+    num_steps: object,
+    beam_size: object,
+    alpha: object,
+) -> None:
+    """src, src_valid_len as :func:`_check_src`; bos, eos ids; num_steps,
+    beam_size ints >= 1; alpha a finite number >= 0."""
+    _check_src(model, src, src_valid_len)
+    check_ids(bos=bos, eos=eos)
+    check_positive_int("num_steps", num_steps)
+    check_positive_int("beam_size", beam_size)
+    check_nonnegative_number("alpha", alpha)
 
 
 # ------------------------------------------------- sentences in, sentences out
@@ -327,10 +371,7 @@ def translate(
         TypeError, ValueError: if sentences is not a list of str (a str would
             be read as characters), or num_steps/beam_size is not an int >= 1.
     """
-    check_sentences("sentences", sentences)
-    check_positive_int("num_steps", num_steps)
-    check_positive_int("beam_size", beam_size)
-    device = check_device("device", device)
+    device = _check_translate(sentences, num_steps, beam_size, device)
     if device is None:
         device = next(model.parameters()).device
     src, src_valid_len = source_array(sentences, src_vocab, num_steps)
@@ -353,6 +394,17 @@ def translate(
         tgt_vocab.to_tokens(cut_at_eos(row, tgt_vocab.eos))
         for row in tokens.tolist()
     ]
+
+
+def _check_translate(
+    sentences: object, num_steps: object, beam_size: object, device: object
+) -> torch.device | None:
+    """sentences a list of str; num_steps, beam_size ints >= 1; device None or
+    a device of this machine. Returns device as a torch.device or None."""
+    check_sentences("sentences", sentences)
+    check_positive_int("num_steps", num_steps)
+    check_positive_int("beam_size", beam_size)
+    return check_device("device", device)
 
 
 # ------------------------------------------------------------ private helpers

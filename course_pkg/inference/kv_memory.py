@@ -50,16 +50,23 @@ class CacheConfig:
     source: str = ""
 
     def __post_init__(self) -> None:
-        for field in ("num_layers", "num_heads", "num_kv_heads", "head_width"):
-            check_positive_int(field, getattr(self, field))
-        check_positive_int("bytes_per_number", self.bytes_per_number)
-        if self.window is not None:
-            check_positive_int("window", self.window)
-        if self.num_heads % self.num_kv_heads:
-            raise ValueError(
-                f"num_heads ({self.num_heads}) must be a multiple of "
-                f"num_kv_heads ({self.num_kv_heads})"
-            )
+        _check_cache_config_args(self)
+
+
+def _check_cache_config_args(config: CacheConfig) -> None:
+    """num_layers, num_heads (H), num_kv_heads (G), head_width,
+    bytes_per_number ints >= 1, H a multiple of G; window None or an int
+    >= 1."""
+    for field in ("num_layers", "num_heads", "num_kv_heads", "head_width"):
+        check_positive_int(field, getattr(config, field))
+    check_positive_int("bytes_per_number", config.bytes_per_number)
+    if config.window is not None:
+        check_positive_int("window", config.window)
+    if config.num_heads % config.num_kv_heads:
+        raise ValueError(
+            f"num_heads ({config.num_heads}) must be a multiple of "
+            f"num_kv_heads ({config.num_kv_heads})"
+        )
 
 
 def kv_bytes_per_token(config: CacheConfig) -> int:
@@ -84,12 +91,17 @@ def kv_cache_bytes(
         TypeError, ValueError: if num_tokens or batch_size is not an int
             >= 1.
     """
-    check_positive_int("num_tokens", num_tokens)
-    check_positive_int("batch_size", batch_size)
+    _check_kv_cache_bytes(num_tokens, batch_size)
     kept = (
         num_tokens if config.window is None else min(num_tokens, config.window)
     )
     return batch_size * kept * kv_bytes_per_token(config)
+
+
+def _check_kv_cache_bytes(num_tokens: object, batch_size: object) -> None:
+    """num_tokens and batch_size ints >= 1."""
+    check_positive_int("num_tokens", num_tokens)
+    check_positive_int("batch_size", batch_size)
 
 
 def weight_bytes(config: CacheConfig) -> float:

@@ -53,12 +53,10 @@ class PagedKVCache:
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ):
-        check_positive_int("num_blocks", num_blocks)
-        check_positive_int("block_size", block_size)
-        check_positive_int("num_kv_heads", num_kv_heads)
-        check_positive_int("head_width", head_width)
+        device = _check_paged_kv_cache_args(
+            num_blocks, block_size, num_kv_heads, head_width, device
+        )
         shape = (num_blocks, num_kv_heads, block_size, head_width)
-        device = check_device("device", device)
         self.keys = torch.zeros(shape, dtype=dtype, device=device)
         self.values = torch.zeros(shape, dtype=dtype, device=device)
         self.block_size = block_size
@@ -69,9 +67,7 @@ class PagedKVCache:
 
     def add_sequence(self, seq_id: int) -> None:
         """Start an empty sequence (no block until its first position)."""
-        check_int("seq_id", seq_id)
-        if seq_id in self.block_tables:
-            raise ValueError(f"seq_id {seq_id} is already in the cache")
+        _check_paged_kv_cache_add_sequence(self, seq_id)
         self.block_tables[seq_id], self.lengths[seq_id] = [], 0
 
     def append(
@@ -85,18 +81,9 @@ class PagedKVCache:
                 whose shape, dtype or device do not fit the pool, or a cache
                 full (not enough free blocks); nothing is written.
         """
-        table = self._table(seq_id)
-        sizes = (*self.keys.shape[1:2], None, self.keys.shape[3])
-        check_axes("keys", keys, "Gnd", sizes)
-        check_axes("values", values, "Gnd", tuple(keys.shape))
-        check_same_float_dtype(keys=keys, values=values, cache=self.keys)
-        length, new = self.lengths[seq_id], keys.shape[1]
-        needed = -(-(length + new) // self.block_size) - len(table)
-        if needed > len(self.free_blocks):
-            raise ValueError(
-                f"cache full: seq_id {seq_id} needs {needed} more blocks, "
-                f"{len(self.free_blocks)} are free"
-            )
+        table, length, new, needed = _check_paged_kv_cache_append(
+            self, seq_id, keys, values
+        )
         table.extend(self.free_blocks.pop() for _ in range(needed))
         if new == 0:
             return
@@ -132,10 +119,7 @@ class PagedKVCache:
             TypeError, ValueError: on an unknown seq_id, or queries that are
                 not (H, Q, d) of the cache's width, dtype and device.
         """
-        self._table(seq_id)
-        width = self.keys.shape[3]
-        check_axes("queries", queries, "HQd", (None, None, width))
-        check_same_float_dtype(queries=queries, cache=self.keys)
+        _check_paged_kv_cache_attend(self, seq_id, queries)
         keys, values = self.gather(seq_id)
         return sliding_window_attention(
             queries[None], keys[None], values[None], None
@@ -162,6 +146,63 @@ class PagedKVCache:
         return self.block_tables[seq_id]
 
 
+def _check_paged_kv_cache_args(
+    num_blocks: object,
+    block_size: object,
+    num_kv_heads: object,
+    head_width: object,
+    device: object,
+) -> torch.device | None:
+    """The four sizes ints >= 1; device None or a device of this machine.
+    Returns device as a torch.device (None stays None)."""
+    check_positive_int("num_blocks", num_blocks)
+    check_positive_int("block_size", block_size)
+    check_positive_int("num_kv_heads", num_kv_heads)
+    check_positive_int("head_width", head_width)
+    return check_device("device", device)
+
+
+def _check_paged_kv_cache_add_sequence(
+    cache: PagedKVCache, seq_id: object
+) -> None:
+    """seq_id an int not yet in the cache."""
+    check_int("seq_id", seq_id)
+    if seq_id in cache.block_tables:
+        raise ValueError(f"seq_id {seq_id} is already in the cache")
+
+
+def _check_paged_kv_cache_append(
+    cache: PagedKVCache, seq_id: object, keys: object, values: object
+) -> tuple[list[int], int, int, int]:
+    """seq_id in the cache; keys, values (G, n, d) of one shape, the pool's
+    G, d, dtype and device; enough free blocks for n more positions.
+    Returns the block table, the length t, n and the blocks needed."""
+    table = cache._table(seq_id)
+    sizes = (*cache.keys.shape[1:2], None, cache.keys.shape[3])
+    check_axes("keys", keys, "Gnd", sizes)
+    check_axes("values", values, "Gnd", tuple(keys.shape))
+    check_same_float_dtype(keys=keys, values=values, cache=cache.keys)
+    length, new = cache.lengths[seq_id], keys.shape[1]
+    needed = -(-(length + new) // cache.block_size) - len(table)
+    if needed > len(cache.free_blocks):
+        raise ValueError(
+            f"cache full: seq_id {seq_id} needs {needed} more blocks, "
+            f"{len(cache.free_blocks)} are free"
+        )
+    return table, length, new, needed
+
+
+def _check_paged_kv_cache_attend(
+    cache: PagedKVCache, seq_id: object, queries: object
+) -> None:
+    """seq_id in the cache; queries (H, Q, d) of the cache's width d, dtype
+    and device."""
+    cache._table(seq_id)
+    width = cache.keys.shape[3]
+    check_axes("queries", queries, "HQd", (None, None, width))
+    check_same_float_dtype(queries=queries, cache=cache.keys)
+
+
 def contiguous_waste(lengths: list[int], max_len: int) -> int:
     """Positions reserved but never filled when each sequence gets max_len
     contiguous slots: sum(max_len - length).
@@ -170,11 +211,16 @@ def contiguous_waste(lengths: list[int], max_len: int) -> int:
         TypeError/ValueError: if max_len is not an int >= 1, or lengths not
             ints in [0, max_len].
     """
+    _check_contiguous_waste(lengths, max_len)
+    return sum(max_len - length for length in lengths)
+
+
+def _check_contiguous_waste(lengths: object, max_len: object) -> None:
+    """max_len an int >= 1; lengths a list of ints in [0, max_len]."""
     check_positive_int("max_len", max_len)
     _check_lengths(lengths)
     if any(length > max_len for length in lengths):
         raise ValueError(f"lengths must be <= max_len={max_len}")
-    return sum(max_len - length for length in lengths)
 
 
 def paged_waste(lengths: list[int], block_size: int) -> int:
@@ -185,9 +231,14 @@ def paged_waste(lengths: list[int], block_size: int) -> int:
         TypeError/ValueError: if block_size is not an int >= 1, or lengths
             not ints >= 0.
     """
+    _check_paged_waste(lengths, block_size)
+    return sum(-length % block_size for length in lengths)
+
+
+def _check_paged_waste(lengths: object, block_size: object) -> None:
+    """block_size an int >= 1; lengths a list of ints >= 0."""
     check_positive_int("block_size", block_size)
     _check_lengths(lengths)
-    return sum(-length % block_size for length in lengths)
 
 
 def _check_lengths(lengths: list[int]) -> None:

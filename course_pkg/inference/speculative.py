@@ -144,11 +144,16 @@ def expected_tokens_per_pass(alpha: float, gamma: int) -> float:
         TypeError, ValueError: if alpha is not a number in [0, 1] or gamma
             not an int >= 1.
     """
-    _check_alpha(alpha)
-    check_positive_int("gamma", gamma)
+    _check_expected_tokens_per_pass(alpha, gamma)
     if alpha == 1:
         return float(gamma + 1)
     return (1 - alpha ** (gamma + 1)) / (1 - alpha)
+
+
+def _check_expected_tokens_per_pass(alpha: object, gamma: object) -> None:
+    """alpha a number in [0, 1]; gamma an int >= 1."""
+    _check_alpha(alpha)
+    check_positive_int("gamma", gamma)
 
 
 def predicted_speedup(
@@ -167,10 +172,19 @@ def predicted_speedup(
         TypeError, ValueError: if alpha is not in [0, 1], gamma not an int
             >= 1, draft_cost not a number >= 0 or verify_cost not > 0.
     """
+    _check_predicted_speedup(alpha, gamma, draft_cost, verify_cost)
     tokens = expected_tokens_per_pass(alpha, gamma)
+    return tokens / (gamma * draft_cost + verify_cost)
+
+
+def _check_predicted_speedup(
+    alpha: object, gamma: object, draft_cost: object, verify_cost: object
+) -> None:
+    """alpha in [0, 1], gamma an int >= 1 (as
+    :func:`expected_tokens_per_pass`); draft_cost >= 0; verify_cost > 0."""
+    _check_expected_tokens_per_pass(alpha, gamma)
     check_nonnegative_number("draft_cost", draft_cost)
     check_positive_number("verify_cost", verify_cost)
-    return tokens / (gamma * draft_cost + verify_cost)
 
 
 def _check_alpha(alpha: Any) -> None:
@@ -206,8 +220,7 @@ class NGramDraft:
     """
 
     def __init__(self, sequences: Sequence[Sequence[int]], order: int = 3):
-        check_positive_int("order", order)
-        _check_sequences("sequences", sequences)
+        _check_ngram_draft_args(sequences, order)
         counts: dict[tuple[int, ...], collections.Counter] = (
             collections.defaultdict(collections.Counter)
         )
@@ -242,6 +255,12 @@ class NGramDraft:
             proposal.append(token)
             recent = (recent + [token])[len(recent) + 2 - self.order :]
         return proposal
+
+
+def _check_ngram_draft_args(sequences: object, order: object) -> None:
+    """order an int >= 1; sequences a list of lists of int ids >= 0."""
+    check_positive_int("order", order)
+    _check_sequences("sequences", sequences)
 
 
 class PromptLookupDraft:
@@ -337,13 +356,9 @@ def speculative_generate(
             is not (1, T0) ids, the length does not fit, a proposer is asked
             to sample, or it proposes more than asked or ids not in [0, V).
     """
-    _check_options(max_new_tokens, k, eos, temperature)
-    _check_models(target, draft, prompt, max_new_tokens)
-    if not greedy and not isinstance(draft, GPT):
-        raise ValueError(
-            "draft must be a GPT to sample (greedy=False): the rule needs "
-            "its probabilities; a proposer drafts for greedy decoding only"
-        )
+    _check_speculative_generate(
+        target, draft, prompt, max_new_tokens, k, greedy, temperature, eos
+    )
     networks = [m for m in (target, draft) if isinstance(m, GPT)]
     stats, modes = SpeculativeStats(), [m.training for m in networks]
     for model in networks:
@@ -392,6 +407,28 @@ def speculative_generate(
         for model, mode in zip(networks, modes):
             model.train(mode)
     return torch.tensor([context], device=prompt.device), stats
+
+
+def _check_speculative_generate(
+    target: object,
+    draft: object,
+    prompt: object,
+    max_new_tokens: object,
+    k: object,
+    greedy: bool,
+    temperature: object,
+    eos: object,
+) -> None:
+    """max_new_tokens, k, eos, temperature as :func:`_check_options`; target a
+    GPT, draft a GPT of its vocabulary or a proposer, prompt (1, T0) ids with
+    T0 + max_new_tokens within max_len; a GPT draft to sample (not greedy)."""
+    _check_options(max_new_tokens, k, eos, temperature)
+    _check_models(target, draft, prompt, max_new_tokens)
+    if not greedy and not isinstance(draft, GPT):
+        raise ValueError(
+            "draft must be a GPT to sample (greedy=False): the rule needs "
+            "its probabilities; a proposer drafts for greedy decoding only"
+        )
 
 
 def _propose(
@@ -578,17 +615,7 @@ def measure_speculation(
         TypeError, ValueError: as :func:`speculative_generate`, checked
             before the first prompt.
     """
-    _check_options(max_new_tokens, k, eos)
-    if not isinstance(target, GPT):
-        raise TypeError(f"target must be a GPT, got {type(target).__name__}")
-    _check_draft(draft)
-    if not isinstance(prompts, (list, tuple)) or not all(
-        isinstance(ids, (list, tuple)) for ids in prompts
-    ):
-        raise TypeError(
-            "prompts must be a list of lists of token ids, got "
-            f"{type(prompts).__name__}"
-        )
+    _check_measure_speculation(target, draft, prompts, max_new_tokens, k, eos)
     total = SpeculativeStats()
     room = _room(target, draft)
     device = next(target.parameters()).device
@@ -603,3 +630,26 @@ def measure_speculation(
                 total, field, getattr(total, field) + getattr(stats, field)
             )
     return total
+
+
+def _check_measure_speculation(
+    target: object,
+    draft: object,
+    prompts: object,
+    max_new_tokens: object,
+    k: object,
+    eos: object,
+) -> None:
+    """max_new_tokens, k, eos as :func:`_check_options`; target a GPT; draft a
+    GPT or a proposer; prompts a list of lists of token ids."""
+    _check_options(max_new_tokens, k, eos)
+    if not isinstance(target, GPT):
+        raise TypeError(f"target must be a GPT, got {type(target).__name__}")
+    _check_draft(draft)
+    if not isinstance(prompts, (list, tuple)) or not all(
+        isinstance(ids, (list, tuple)) for ids in prompts
+    ):
+        raise TypeError(
+            "prompts must be a list of lists of token ids, got "
+            f"{type(prompts).__name__}"
+        )

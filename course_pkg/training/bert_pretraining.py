@@ -113,14 +113,7 @@ def pretrain_bert(
     Raises:
         ValueError: if english and french differ in length.
     """
-    check_int("seed", seed)
-    if steps is not None:
-        check_positive_int("steps", steps)
-    if len(english) != len(french):
-        raise ValueError(
-            f"english and french must be aligned, got {len(english)} and "
-            f"{len(french)} sentences"
-        )
+    _check_pretrain_bert(english, french, seed, steps)
     device = next(model.parameters()).device
     first_steps = (settings.max_len + 1) // 2
     tokens, _, valid_lens = encode_sentences(vocab, english, first_steps)
@@ -200,6 +193,21 @@ def pretrain_bert(
     return history
 
 
+def _check_pretrain_bert(
+    english: Sequence[str], french: Sequence[str], seed: object, steps: object
+) -> None:
+    """seed an int; steps None or an int >= 1; english and french of one
+    length."""
+    check_int("seed", seed)
+    if steps is not None:
+        check_positive_int("steps", steps)
+    if len(english) != len(french):
+        raise ValueError(
+            f"english and french must be aligned, got {len(english)} and "
+            f"{len(french)} sentences"
+        )
+
+
 # ------------------------------------------------------------- fine-tuning
 
 
@@ -226,13 +234,7 @@ def fine_tune(
     Raises:
         ValueError: if labels is not (N,).
     """
-    check_bert_batch(classifier, tokens, segments, valid_lens, labels=labels)
-    check_int("seed", seed)
-    if labels.shape != (tokens.shape[0],):
-        raise ValueError(
-            f"labels must have shape (N,)=({tokens.shape[0]},), "
-            f"got {tuple(labels.shape)}"
-        )
+    _check_fine_tune(classifier, tokens, segments, valid_lens, labels, seed)
     device = next(classifier.parameters()).device
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.Adam(
@@ -257,6 +259,25 @@ def fine_tune(
     return losses
 
 
+def _check_fine_tune(
+    classifier: nn.Module,
+    tokens: object,
+    segments: object,
+    valid_lens: object,
+    labels: object,
+    seed: object,
+) -> None:
+    """tokens, segments (N, T), valid_lens (N,) and labels as
+    :func:`check_bert_batch` checks them, labels (N,); seed an int."""
+    check_bert_batch(classifier, tokens, segments, valid_lens, labels=labels)
+    check_int("seed", seed)
+    if labels.shape != (tokens.shape[0],):
+        raise ValueError(
+            f"labels must have shape (N,)=({tokens.shape[0]},), "
+            f"got {tuple(labels.shape)}"
+        )
+
+
 @torch.no_grad()
 def predict(
     classifier: nn.Module,
@@ -273,8 +294,7 @@ def predict(
     Returns:
         (N,) long predictions on the CPU.
     """
-    check_bert_batch(classifier, tokens, segments, valid_lens)
-    check_positive_int("batch_size", batch_size)
+    _check_predict(classifier, tokens, segments, valid_lens, batch_size)
     device = next(classifier.parameters()).device
     classifier.eval()
     predictions = [
@@ -288,3 +308,16 @@ def predict(
         )
     ]
     return torch.cat(predictions)
+
+
+def _check_predict(
+    classifier: nn.Module,
+    tokens: object,
+    segments: object,
+    valid_lens: object,
+    batch_size: object,
+) -> None:
+    """tokens, segments (N, T) and valid_lens (N,) as
+    :func:`check_bert_batch` checks them; batch_size an int >= 1."""
+    check_bert_batch(classifier, tokens, segments, valid_lens)
+    check_positive_int("batch_size", batch_size)

@@ -157,11 +157,7 @@ def save_checkpoint(
         TypeError: if model, optimizer, path or an extra value has a type
             that cannot be saved (nothing is written).
     """
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(
-            f"path must be a str or path, got {type(path).__name__}"
-        )
-    _check_model_and_optimizer(model, optimizer)
+    _check_save_checkpoint(path, model, optimizer)
     payload = {
         "model": model.state_dict(),
         "optimizer": None if optimizer is None else optimizer.state_dict(),
@@ -174,6 +170,18 @@ def save_checkpoint(
     write_atomically(
         path, lambda handle: handle.write(_MAGIC + digest + b"\n" + body)
     )
+
+
+def _check_save_checkpoint(
+    path: object, model: object, optimizer: object
+) -> None:
+    """path a str or os.PathLike; model an nn.Module; optimizer None or a
+    torch.optim.Optimizer."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(
+            f"path must be a str or path, got {type(path).__name__}"
+        )
+    _check_model_and_optimizer(model, optimizer)
 
 
 def _split_header(path: Any, data: bytes) -> tuple[bytes, bytes]:
@@ -314,12 +322,7 @@ def load_checkpoint(
             when one is asked for.
         OSError: if the file cannot be read.
     """
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(
-            f"path must be a str or path, got {type(path).__name__}"
-        )
-    _check_model_and_optimizer(model, optimizer)
-    map_location = check_device("map_location", map_location)
+    map_location = _check_load_checkpoint(path, model, optimizer, map_location)
     payload = _read_verified(path, map_location)
     _check_state(path, model, payload["model"])
     if optimizer is not None:
@@ -329,3 +332,12 @@ def load_checkpoint(
     if optimizer is not None:
         optimizer.load_state_dict(payload["optimizer"])
     return extra
+
+
+def _check_load_checkpoint(
+    path: object, model: object, optimizer: object, map_location: object
+) -> torch.device | None:
+    """path, model, optimizer as :func:`_check_save_checkpoint`; map_location
+    None or a device of this machine. Returns map_location as a device."""
+    _check_save_checkpoint(path, model, optimizer)
+    return check_device("map_location", map_location)

@@ -122,6 +122,26 @@ def setup_process_group(
         RuntimeError: if this process is already in a process group.
     """
     rank, world_size, local_rank = _rendezvous()
+    device_type = _check_setup_process_group(device_type, world_size)
+    if device_type == "cuda":
+        device, backend = torch.device("cuda", local_rank), "nccl"
+        torch.cuda.set_device(device)
+    else:
+        device, backend = torch.device("cpu"), "gloo"
+    dist.init_process_group(
+        backend,
+        init_method="env://",
+        rank=rank,
+        world_size=world_size,
+        timeout=datetime.timedelta(seconds=timeout_s),
+    )
+    return RankInfo(rank, world_size, local_rank, device, backend)
+
+
+def _check_setup_process_group(device_type: object, world_size: int) -> str:
+    """device_type None, "cpu" or "cuda" (None: "cuda" when there is a GPU per
+    local rank); "cuda" only with one GPU per local rank; no group yet.
+    Returns the device type, "cpu" or "cuda"."""
     if device_type not in (None, "cpu", "cuda"):
         raise ValueError(
             f"device_type must be None, 'cpu' or 'cuda', got {device_type!r}"
@@ -139,19 +159,7 @@ def setup_process_group(
         raise RuntimeError(
             "this process is already in a process group; call teardown_process_group() first"
         )
-    if device_type == "cuda":
-        device, backend = torch.device("cuda", local_rank), "nccl"
-        torch.cuda.set_device(device)
-    else:
-        device, backend = torch.device("cpu"), "gloo"
-    dist.init_process_group(
-        backend,
-        init_method="env://",
-        rank=rank,
-        world_size=world_size,
-        timeout=datetime.timedelta(seconds=timeout_s),
-    )
-    return RankInfo(rank, world_size, local_rank, device, backend)
+    return device_type
 
 
 def teardown_process_group() -> None:
@@ -216,19 +224,7 @@ def sharded_loader(
         ValueError: if world_size < 1, rank is not in [0, world_size), or world_size does not
             divide global_batch_size.
     """
-    check_sizes(global_batch_size=global_batch_size, world_size=world_size)
-    check_int("rank", rank)
-    check_int("seed", seed)
-    if world_size < 1 or not 0 <= rank < world_size:
-        raise ValueError(
-            f"need world_size >= 1 and rank in [0, world_size), got rank={rank}, "
-            f"world_size={world_size}"
-        )
-    if global_batch_size < 1 or global_batch_size % world_size:
-        raise ValueError(
-            f"the world size ({world_size}) must divide the global batch size, got "
-            f"global_batch_size={global_batch_size}; choose a multiple of {world_size}"
-        )
+    _check_sharded_loader(global_batch_size, rank, world_size, seed)
     sampler = DistributedSampler(
         dataset,
         num_replicas=world_size,
@@ -243,6 +239,26 @@ def sharded_loader(
         sampler=sampler,
         drop_last=True,
     )
+
+
+def _check_sharded_loader(
+    global_batch_size: object, rank: object, world_size: object, seed: object
+) -> None:
+    """global_batch_size (G), world_size (p) ints >= 1 with p dividing G;
+    rank an int in [0, p); seed an int."""
+    check_sizes(global_batch_size=global_batch_size, world_size=world_size)
+    check_int("rank", rank)
+    check_int("seed", seed)
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(
+            f"need world_size >= 1 and rank in [0, world_size), got rank={rank}, "
+            f"world_size={world_size}"
+        )
+    if global_batch_size < 1 or global_batch_size % world_size:
+        raise ValueError(
+            f"the world size ({world_size}) must divide the global batch size, got "
+            f"global_batch_size={global_batch_size}; choose a multiple of {world_size}"
+        )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -72,9 +72,7 @@ class CharTokenizer:
     """
 
     def __init__(self, text: str):
-        check_str("text", text)
-        if not text:
-            raise ValueError("text must hold at least one character")
+        _check_char_tokenizer_args(text)
         self.chars = sorted(set(text))
         self._ids = {c: i for i, c in enumerate(self.chars)}
 
@@ -84,13 +82,7 @@ class CharTokenizer:
     def encode(self, text: str) -> list[int]:
         """The ids of text's characters (ValueError names one not in the
         vocabulary)."""
-        check_str("text", text)
-        unknown = set(text) - self._ids.keys()
-        if unknown:
-            raise ValueError(
-                f"text holds characters outside the vocabulary: "
-                f"{sorted(unknown)[:5]}"
-            )
+        _check_char_tokenizer_encode(text, self._ids)
         return [self._ids[c] for c in text]
 
     def decode(self, ids: Sequence[int]) -> str:
@@ -98,6 +90,24 @@ class CharTokenizer:
         outside."""
         ids = _id_list("ids", ids, len(self))
         return "".join(self.chars[i] for i in ids)
+
+
+def _check_char_tokenizer_args(text: object) -> None:
+    """text a non-empty str."""
+    check_str("text", text)
+    if not text:
+        raise ValueError("text must hold at least one character")
+
+
+def _check_char_tokenizer_encode(text: object, vocab: dict[str, int]) -> None:
+    """text a str whose characters all lie in vocab (the tokenizer's ids)."""
+    check_str("text", text)
+    unknown = set(text) - vocab.keys()
+    if unknown:
+        raise ValueError(
+            f"text holds characters outside the vocabulary: "
+            f"{sorted(unknown)[:5]}"
+        )
 
 
 def _id_list(name: str, ids: Any, vocab_size: int) -> list[int]:
@@ -167,15 +177,23 @@ def random_windows(
         TypeError, ValueError: tokens not a 1-D integer tensor of at least
             T + 1 ids, a size not an int >= 1, a generator that is not one.
     """
-    check_positive_int("batch_size", batch_size)
-    check_positive_int("num_steps", num_steps)
-    _check_stream("tokens", tokens, num_steps + 1)
-    check_generator(generator)
+    _check_random_windows(tokens, batch_size, num_steps, generator)
     num_starts = tokens.numel() - num_steps  # starts 0 .. N - T - 1
     starts = torch.randint(num_starts, (batch_size,), generator=generator)
     offsets = torch.arange(num_steps + 1)
     windows = tokens[(starts[:, None] + offsets).to(tokens.device)]
     return windows[:, :-1], windows[:, 1:]  # (B, T), (B, T)
+
+
+def _check_random_windows(
+    tokens: object, batch_size: object, num_steps: object, generator: object
+) -> None:
+    """batch_size, num_steps (T) ints >= 1; tokens (N,) integer ids with
+    N >= T + 1; generator None or a CPU torch.Generator."""
+    check_positive_int("batch_size", batch_size)
+    check_positive_int("num_steps", num_steps)
+    _check_stream("tokens", tokens, num_steps + 1)
+    check_generator(generator)
 
 
 def validation_windows(
@@ -196,10 +214,7 @@ def validation_windows(
     Raises:
         TypeError, ValueError: as :func:`random_windows`.
     """
-    check_positive_int("num_steps", num_steps)
-    if max_windows is not None:
-        check_positive_int("max_windows", max_windows)
-    _check_stream("tokens", tokens, num_steps + 1)
+    _check_validation_windows(tokens, num_steps, max_windows)
     last = tokens.numel() - num_steps - 1  # the last start that fits
     starts = torch.arange(0, last + 1, num_steps)
     if max_windows is not None and max_windows < len(starts):
@@ -209,6 +224,17 @@ def validation_windows(
         (starts[:, None] + torch.arange(num_steps + 1)).to(tokens.device)
     ]
     return windows[:, :-1], windows[:, 1:]
+
+
+def _check_validation_windows(
+    tokens: object, num_steps: object, max_windows: object
+) -> None:
+    """num_steps (T) an int >= 1; max_windows None or an int >= 1; tokens
+    (N,) integer ids with N >= T + 1."""
+    check_positive_int("num_steps", num_steps)
+    if max_windows is not None:
+        check_positive_int("max_windows", max_windows)
+    _check_stream("tokens", tokens, num_steps + 1)
 
 
 # ------------------------------------------------------ count baselines
@@ -236,17 +262,7 @@ class NGramModel:
     def __init__(
         self, tokens: torch.Tensor, order: int, vocab_size: int, k: float
     ):
-        check_positive_int("order", order)
-        check_positive_int("vocab_size", vocab_size)
-        check_positive_number("k", k)
-        _check_stream("tokens", tokens, order)
-        if vocab_size**order >= 2**63:
-            raise ValueError(
-                f"vocab_size ** order must be < 2**63 for int64 keys, got "
-                f"{vocab_size}**{order}"
-            )
-        tokens = tokens.detach().cpu().long()
-        check_range("tokens", tokens, 0, vocab_size - 1)
+        tokens = _check_ngram_model_args(tokens, order, vocab_size, k)
         self.order, self.vocab_size, self.k = order, vocab_size, k
         self._keys, self._counts = torch.unique(
             self._ngram_keys(tokens, order), return_counts=True
@@ -282,9 +298,9 @@ class NGramModel:
         Raises:
             TypeError, ValueError: as the constructor's tokens.
         """
-        _check_stream("tokens", tokens, self.order)
-        tokens = tokens.detach().cpu().long()
-        check_range("tokens", tokens, 0, self.vocab_size - 1)
+        tokens = _check_ngram_model_log_probs(
+            tokens, self.order, self.vocab_size
+        )
         query = self._ngram_keys(tokens, self.order)
         joint = self._lookup(self._keys, self._counts, query).double()
         if self.order == 1:
@@ -297,6 +313,36 @@ class NGramModel:
             ).double()
         k, V = self.k, self.vocab_size
         return ((joint + k) / (context + k * V)).log()
+
+
+def _check_ngram_model_args(
+    tokens: object, order: object, vocab_size: object, k: object
+) -> torch.Tensor:
+    """order (n), vocab_size (V) ints >= 1, k > 0, V^n < 2**63; tokens (N,)
+    integer ids in [0, V), N >= n. Returns tokens as a CPU int64 tensor."""
+    check_positive_int("order", order)
+    check_positive_int("vocab_size", vocab_size)
+    check_positive_number("k", k)
+    _check_stream("tokens", tokens, order)
+    if vocab_size**order >= 2**63:
+        raise ValueError(
+            f"vocab_size ** order must be < 2**63 for int64 keys, got "
+            f"{vocab_size}**{order}"
+        )
+    tokens = tokens.detach().cpu().long()
+    check_range("tokens", tokens, 0, vocab_size - 1)
+    return tokens
+
+
+def _check_ngram_model_log_probs(
+    tokens: object, order: int, vocab_size: int
+) -> torch.Tensor:
+    """tokens (N,) integer ids in [0, vocab_size), N >= order. Returns
+    tokens as a CPU int64 tensor."""
+    _check_stream("tokens", tokens, order)
+    tokens = tokens.detach().cpu().long()
+    check_range("tokens", tokens, 0, vocab_size - 1)
+    return tokens
 
 
 # ----------------------------------------------------- bits per byte
@@ -322,10 +368,18 @@ def bits_per_byte(
         TypeError, ValueError: a loss that is not a finite number >= 0, a
             count that is not an int >= 1.
     """
+    _check_bits_per_byte(nats_per_token, num_tokens, num_bytes)
+    return nats_per_token * num_tokens / num_bytes / math.log(2)
+
+
+def _check_bits_per_byte(
+    nats_per_token: object, num_tokens: object, num_bytes: object
+) -> None:
+    """nats_per_token a finite number >= 0; num_tokens, num_bytes ints
+    >= 1."""
     check_nonnegative_number("nats_per_token", nats_per_token)
     check_positive_int("num_tokens", num_tokens)
     check_positive_int("num_bytes", num_bytes)
-    return nats_per_token * num_tokens / num_bytes / math.log(2)
 
 
 # --------------------------------------------------- the learning rate
@@ -351,6 +405,23 @@ def warmup_cosine(
         TypeError, ValueError: non-int steps, step < 1, W < 0, S < max(W, 1),
             m outside [0, 1].
     """
+    warmup = _check_warmup_cosine(step, warmup_steps, total_steps, min_factor)
+    if step <= warmup_steps:
+        return warmup
+    if step >= total_steps:
+        return float(min_factor)
+    progress = (step - warmup_steps) / (total_steps - warmup_steps)
+    return min_factor + (1 - min_factor) * 0.5 * (
+        1 + math.cos(math.pi * progress)
+    )
+
+
+def _check_warmup_cosine(
+    step: object, warmup_steps: object, total_steps: object, min_factor: object
+) -> float:
+    """total_steps (S) an int >= 1; step, warmup_steps (W) as
+    :func:`linear_warmup` checks them, W <= S; min_factor in [0, 1].
+    Returns the warm-up factor, ``linear_warmup(step, warmup_steps)``."""
     check_positive_int("total_steps", total_steps)
     warmup = linear_warmup(step, warmup_steps)  # checks step, warmup_steps
     if warmup_steps > total_steps:
@@ -361,14 +432,7 @@ def warmup_cosine(
     check_nonnegative_number("min_factor", min_factor)
     if min_factor > 1:
         raise ValueError(f"min_factor must lie in [0, 1], got {min_factor}")
-    if step <= warmup_steps:
-        return warmup
-    if step >= total_steps:
-        return float(min_factor)
-    progress = (step - warmup_steps) / (total_steps - warmup_steps)
-    return min_factor + (1 - min_factor) * 0.5 * (
-        1 + math.cos(math.pi * progress)
-    )
+    return warmup
 
 
 # ------------------------------------------------------------ the loop
@@ -397,34 +461,7 @@ class LMSettings:
     seed: int = 0  # the windows' generator
 
     def __post_init__(self) -> None:
-        for name in (
-            "batch_size",
-            "num_steps",
-            "eval_every",
-            "eval_batch_size",
-        ):
-            check_positive_int(name, getattr(self, name))
-        check_int("num_updates", self.num_updates)
-        check_int("warmup_steps", self.warmup_steps)
-        check_int("seed", self.seed)
-        if self.num_updates < 1:
-            raise ValueError(
-                f"num_updates must be >= 1, got {self.num_updates}"
-            )
-        check_positive_number("lr", self.lr)
-        for name in ("min_lr_factor", "weight_decay", "beta1", "beta2"):
-            check_nonnegative_number(name, getattr(self, name))
-        check_grad_clip(self.grad_clip)
-        if self.min_lr_factor > 1:
-            raise ValueError(
-                f"min_lr_factor must lie in [0, 1], got {self.min_lr_factor}"
-            )
-        for name in ("beta1", "beta2"):
-            if getattr(self, name) >= 1:
-                raise ValueError(
-                    f"{name} must lie in [0, 1), got {getattr(self, name)}"
-                )
-        warmup_cosine(1, self.warmup_steps, self.num_updates)
+        _check_lm_settings_args(self)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -435,6 +472,40 @@ class LMSettings:
         return self.lr * warmup_cosine(
             update, self.warmup_steps, self.num_updates, self.min_lr_factor
         )
+
+
+def _check_lm_settings_args(settings: LMSettings) -> None:
+    """The fields: batch_size, num_steps, eval_every, eval_batch_size ints
+    >= 1; num_updates an int >= 1, warmup_steps <= it, seed an int; lr > 0;
+    min_lr_factor in [0, 1]; weight_decay >= 0; betas in [0, 1)."""
+    for name in (
+        "batch_size",
+        "num_steps",
+        "eval_every",
+        "eval_batch_size",
+    ):
+        check_positive_int(name, getattr(settings, name))
+    check_int("num_updates", settings.num_updates)
+    check_int("warmup_steps", settings.warmup_steps)
+    check_int("seed", settings.seed)
+    if settings.num_updates < 1:
+        raise ValueError(
+            f"num_updates must be >= 1, got {settings.num_updates}"
+        )
+    check_positive_number("lr", settings.lr)
+    for name in ("min_lr_factor", "weight_decay", "beta1", "beta2"):
+        check_nonnegative_number(name, getattr(settings, name))
+    check_grad_clip(settings.grad_clip)
+    if settings.min_lr_factor > 1:
+        raise ValueError(
+            f"min_lr_factor must lie in [0, 1], got {settings.min_lr_factor}"
+        )
+    for name in ("beta1", "beta2"):
+        if getattr(settings, name) >= 1:
+            raise ValueError(
+                f"{name} must lie in [0, 1), got {getattr(settings, name)}"
+            )
+    warmup_cosine(1, settings.warmup_steps, settings.num_updates)
 
 
 # The brief run of the chapter "Pretraining on real text" (book/pretraining.ipynb,
@@ -465,14 +536,7 @@ def adamw(model: nn.Module, settings: LMSettings) -> torch.optim.AdamW:
     Returns:
         A ``torch.optim.AdamW`` with two parameter groups (decay, no decay).
     """
-    if not isinstance(model, nn.Module):
-        raise TypeError(
-            f"model must be an nn.Module, got {type(model).__name__}"
-        )
-    if not isinstance(settings, LMSettings):
-        raise TypeError(
-            f"settings must be LMSettings, got {type(settings).__name__}"
-        )
+    _check_adamw(model, settings)
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [
         {"params": [p for p in params if p.dim() >= 2]},
@@ -484,6 +548,18 @@ def adamw(model: nn.Module, settings: LMSettings) -> torch.optim.AdamW:
         betas=(settings.beta1, settings.beta2),
         weight_decay=settings.weight_decay,
     )
+
+
+def _check_adamw(model: object, settings: object) -> None:
+    """model an nn.Module; settings an LMSettings."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(
+            f"model must be an nn.Module, got {type(model).__name__}"
+        )
+    if not isinstance(settings, LMSettings):
+        raise TypeError(
+            f"settings must be LMSettings, got {type(settings).__name__}"
+        )
 
 
 def _vocab_size(model: nn.Module) -> int | None:
@@ -526,6 +602,18 @@ def lm_loss(
             cross_entropy's ignore_index -100: checked before the forward
             when the model has a ``vocab_size``, else before the loss.
     """
+    vocab_size = _check_lm_loss(model, X, Y)
+    scores = model(X)
+    check_logits("model(X)", scores, 3, "(B, T, V)")
+    if vocab_size is None:
+        _check_ids("Y (the targets)", Y, scores.shape[-1])
+    dtype = torch.promote_types(scores.dtype, torch.float32)
+    return F.cross_entropy(scores.flatten(0, 1).to(dtype), Y.flatten().long())
+
+
+def _check_lm_loss(model: nn.Module, X: object, Y: object) -> int | None:
+    """X, Y (B, T) integer tensors of one shape and device; on the CPU, Y's
+    ids in [0, V). Returns V, the model's vocab_size (None: unknown)."""
     check_tensor("X", X, 2, "(B, T)")
     check_integer_dtype("X", X, "token ids")
     check_tensor("Y", Y, 2, "(B, T)")
@@ -538,12 +626,7 @@ def lm_loss(
         )
     vocab_size = _vocab_size(model)
     _check_ids("Y (the targets)", Y, vocab_size)
-    scores = model(X)
-    check_logits("model(X)", scores, 3, "(B, T, V)")
-    if vocab_size is None:
-        _check_ids("Y (the targets)", Y, scores.shape[-1])
-    dtype = torch.promote_types(scores.dtype, torch.float32)
-    return F.cross_entropy(scores.flatten(0, 1).to(dtype), Y.flatten().long())
+    return vocab_size
 
 
 def evaluate_lm(
@@ -559,9 +642,7 @@ def evaluate_lm(
     Returns:
         The mean cross-entropy in nats per token over all M * T targets.
     """
-    check_positive_int("batch_size", batch_size)
-    device = model_device(model)
-    _check_windows(X, Y, device, "X Y")
+    device = _check_evaluate_lm(model, X, Y, batch_size)
     was_training = model.training
     model.eval()
     total = 0.0
@@ -572,6 +653,17 @@ def evaluate_lm(
             total += loss.item() * Y_i.numel()
     model.train(was_training)
     return total / Y.numel()
+
+
+def _check_evaluate_lm(
+    model: object, X: object, Y: object, batch_size: object
+) -> torch.device:
+    """batch_size an int >= 1; model a module; X, Y (M, T) integer windows
+    of one shape on the CPU or the model's device. Returns that device."""
+    check_positive_int("batch_size", batch_size)
+    device = model_device(model)
+    _check_windows(X, Y, device, "X Y")
+    return device
 
 
 def _check_run(

@@ -139,15 +139,20 @@ def linear_warmup(step: int, warmup_steps: int) -> float:
         TypeError: if step or warmup_steps is not an int.
         ValueError: if step < 1 or warmup_steps < 0.
     """
+    _check_linear_warmup(step, warmup_steps)
+    if warmup_steps == 0:
+        return 1.0
+    return min(step / warmup_steps, 1.0)
+
+
+def _check_linear_warmup(step: object, warmup_steps: object) -> None:
+    """step an int >= 1; warmup_steps an int >= 0."""
     check_int("step", step)
     check_int("warmup_steps", warmup_steps)
     if step < 1:
         raise ValueError(f"step counts updates from 1, got {step}")
     if warmup_steps < 0:
         raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
-    if warmup_steps == 0:
-        return 1.0
-    return min(step / warmup_steps, 1.0)
 
 
 def warmup_inverse_sqrt(
@@ -167,14 +172,21 @@ def warmup_inverse_sqrt(
         A ``LambdaLR``; call its ``step()`` after every optimizer step (as
         :func:`train_seq2seq` does with ``scheduler=``).
     """
-    check_positive_int("num_hiddens", num_hiddens)
-    check_positive_int("warmup_steps", warmup_steps)
+    _check_warmup_inverse_sqrt(num_hiddens, warmup_steps)
 
     def rate(step: int) -> float:  # LambdaLR counts from 0
         s = step + 1
         return num_hiddens**-0.5 * min(s**-0.5, s * warmup_steps**-1.5)
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
+
+
+def _check_warmup_inverse_sqrt(
+    num_hiddens: object, warmup_steps: object
+) -> None:
+    """num_hiddens (D) and warmup_steps ints >= 1."""
+    check_positive_int("num_hiddens", num_hiddens)
+    check_positive_int("warmup_steps", warmup_steps)
 
 
 # -------------------------------------------------------------------- the loop
@@ -194,15 +206,20 @@ def optimizer_step(
     Returns:
         The loss as a Python float.
     """
-    check_tensor("loss", loss, 0, "()")
-    check_float_dtype("loss", loss)
-    check_grad_clip(grad_clip)
+    _check_optimizer_step(loss, grad_clip)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if grad_clip is not None:
         nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     optimizer.step()
     return loss.item()
+
+
+def _check_optimizer_step(loss: object, grad_clip: object) -> None:
+    """loss a () float tensor; grad_clip None or a finite number > 0."""
+    check_tensor("loss", loss, 0, "()")
+    check_float_dtype("loss", loss)
+    check_grad_clip(grad_clip)
 
 
 def training_record(
@@ -225,11 +242,7 @@ def training_record(
         TypeError, ValueError: if start is not a finite number, or
             num_tokens is neither None nor an int >= 0.
     """
-    check_finite_number("start", start)
-    if num_tokens is not None:
-        check_int("num_tokens", num_tokens)
-        if num_tokens < 0:
-            raise ValueError(f"num_tokens must be >= 0, got {num_tokens}")
+    _check_training_record(start, num_tokens)
     device = model_device(model)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -246,6 +259,15 @@ def training_record(
         )
         record["num_tokens"] = num_tokens
     return record
+
+
+def _check_training_record(start: object, num_tokens: object) -> None:
+    """start a finite number; num_tokens None or an int >= 0."""
+    check_finite_number("start", start)
+    if num_tokens is not None:
+        check_int("num_tokens", num_tokens)
+        if num_tokens < 0:
+            raise ValueError(f"num_tokens must be >= 0, got {num_tokens}")
 
 
 def _pad_and_device(
