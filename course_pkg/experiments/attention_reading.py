@@ -195,20 +195,7 @@ def seq2seq_attribution(
         ValueError: if tgt_in and tgt_out differ in shape, or a tensor is
             not on the model's device.
     """
-    check_source_target(
-        model,
-        src,
-        tgt_in,
-        src_valid_len,
-        names=("src", "tgt_in", "src_valid_len"),
-    )
-    check_token_ids("tgt_out", tgt_out, None)
-    check_same_device(tgt_in=tgt_in, tgt_out=tgt_out)
-    if tgt_in.shape != tgt_out.shape:
-        raise ValueError(
-            f"tgt_in {tuple(tgt_in.shape)} and tgt_out "
-            f"{tuple(tgt_out.shape)} must both be (B, S)"
-        )
+    _check_seq2seq_attribution(model, src, src_valid_len, tgt_in, tgt_out)
     captured: list[torch.Tensor] = []
 
     def keep(module, inputs, output):  # output (T, B, E), time-major
@@ -273,24 +260,7 @@ def compare_rankings(
         ValueError: if their shapes differ or are not (N, S, T), a length
             is out of range, or no row is left.
     """
-    for name, value in (("first", first), ("second", second)):
-        if not isinstance(value, torch.Tensor):
-            raise TypeError(f"{name} must be a tensor, got {type(value)}")
-    check_same_float_dtype(first=first, second=second)
-    if first.dim() != 3 or first.shape != second.shape:
-        raise ValueError(
-            "first and second must both be (N, S, T), got "
-            f"{tuple(first.shape)} and {tuple(second.shape)}"
-        )
-    N, S, T = first.shape
-    if len(src_lens) != N or len(out_lens) != N:
-        raise ValueError(f"src_lens and out_lens must have N={N} entries")
-    if any(not 1 <= n <= T for n in src_lens) or any(
-        not 0 <= n <= S for n in out_lens
-    ):
-        raise ValueError(
-            f"src_lens must lie in [1, T={T}] and out_lens in [0, S={S}]"
-        )
+    _check_compare_rankings(first, second, src_lens, out_lens)
     rows = agree = 0
     chance = 0.0
     correlations = []
@@ -379,3 +349,53 @@ def _check_attribution(embeddings: Any, objectives: Any) -> None:
         )
     if not embeddings.requires_grad:
         raise ValueError("embeddings must require grad (be in the graph)")
+
+
+def _check_seq2seq_attribution(
+    model: object,
+    src: object,
+    src_valid_len: object,
+    tgt_in: object,
+    tgt_out: object,
+) -> None:
+    """src (B, T), src_valid_len (B,) and tgt_in (B, S) fit the model (ids,
+    lengths, its device); tgt_out (B, S) integer ids on tgt_in's device."""
+    check_source_target(
+        model,
+        src,
+        tgt_in,
+        src_valid_len,
+        names=("src", "tgt_in", "src_valid_len"),
+    )
+    check_token_ids("tgt_out", tgt_out, None)
+    check_same_device(tgt_in=tgt_in, tgt_out=tgt_out)
+    if tgt_in.shape != tgt_out.shape:
+        raise ValueError(
+            f"tgt_in {tuple(tgt_in.shape)} and tgt_out "
+            f"{tuple(tgt_out.shape)} must both be (B, S)"
+        )
+
+
+def _check_compare_rankings(
+    first: object, second: object, src_lens: object, out_lens: object
+) -> None:
+    """first and second (N, S, T) float tensors of one dtype; src_lens N
+    ints in [1, T]; out_lens N ints in [0, S]."""
+    for name, value in (("first", first), ("second", second)):
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"{name} must be a tensor, got {type(value)}")
+    check_same_float_dtype(first=first, second=second)
+    if first.dim() != 3 or first.shape != second.shape:
+        raise ValueError(
+            "first and second must both be (N, S, T), got "
+            f"{tuple(first.shape)} and {tuple(second.shape)}"
+        )
+    N, S, T = first.shape
+    if len(src_lens) != N or len(out_lens) != N:
+        raise ValueError(f"src_lens and out_lens must have N={N} entries")
+    if any(not 1 <= n <= T for n in src_lens) or any(
+        not 0 <= n <= S for n in out_lens
+    ):
+        raise ValueError(
+            f"src_lens must lie in [1, T={T}] and out_lens in [0, S={S}]"
+        )

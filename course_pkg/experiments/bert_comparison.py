@@ -66,8 +66,7 @@ def new_bert(vocab_size: int, settings: BERTSettings, seed: int) -> BERTModel:
         TypeError/ValueError: if vocab_size is not an int >= 1 or seed not an
             int (before any seeding).
     """
-    check_positive_int("vocab_size", vocab_size)
-    check_int("seed", seed)
+    _check_new_bert(vocab_size, seed)
     torch.manual_seed(seed)
     return BERTModel(
         vocab_size,
@@ -78,6 +77,12 @@ def new_bert(vocab_size: int, settings: BERTSettings, seed: int) -> BERTModel:
         settings.dropout,
         settings.max_len,
     )
+
+
+def _check_new_bert(vocab_size: object, seed: object) -> None:
+    """vocab_size an int >= 1; seed an int."""
+    check_positive_int("vocab_size", vocab_size)
+    check_int("seed", seed)
 
 
 def fine_tune_encoders(
@@ -308,12 +313,7 @@ def fit_linear_classifier(
     Returns:
         weight (F, C) and bias (C,), detached, in X's dtype and device.
     """
-    check_float_tensor("X", X, 2, "(N, F)")
-    check_tensor("y", y, 1, "(N,)")
-    check_integer_dtype("y", y, "class ids")
-    check_same_device(X=X, y=y)
-    check_positive_int("num_classes", num_classes)
-    check_nonnegative_number("l2", l2)
+    _check_fit_linear_classifier(X, y, num_classes, l2)
     weight = torch.zeros(
         X.shape[1], num_classes, dtype=X.dtype, device=X.device
     ).requires_grad_()
@@ -337,3 +337,16 @@ def fit_linear_classifier(
     with torch.enable_grad():
         optimizer.step(loss)
     return weight.detach(), bias.detach()
+
+
+def _check_fit_linear_classifier(
+    X: object, y: object, num_classes: object, l2: object
+) -> None:
+    """X (N, F) float; y (N,) integer class ids on X's device; num_classes
+    an int >= 1; l2 a number >= 0."""
+    check_float_tensor("X", X, 2, "(N, F)")
+    check_tensor("y", y, 1, "(N,)")
+    check_integer_dtype("y", y, "class ids")
+    check_same_device(X=X, y=y)
+    check_positive_int("num_classes", num_classes)
+    check_nonnegative_number("l2", l2)

@@ -148,14 +148,8 @@ def recall_batches(
         TypeError/ValueError: a size not an int >= 1, n > num_keys,
             r > n, or generator not a torch.Generator.
     """
-    _check_task(generator, num_batches=num_batches, batch_size=batch_size,
-                num_pairs=num_pairs, num_queries=num_queries,
-                num_keys=num_keys, num_values=num_values)  # fmt: skip
-    if num_pairs > num_keys or num_queries > num_pairs:
-        raise ValueError(
-            "need num_queries <= num_pairs <= num_keys, got "
-            f"{num_queries}, {num_pairs}, {num_keys}"
-        )
+    _check_recall_batches(num_batches, batch_size, num_pairs, num_queries,
+                          num_keys, num_values, generator)  # fmt: skip
     pad, B = num_keys + num_values, batch_size
     batches = []
     for _ in range(num_batches):
@@ -192,9 +186,7 @@ def token_accuracy(
             batches not a list/tuple of (X, Y) integer tensors of one
             (B, T) shape, pad not an int.
     """
-    _check_model(model)
-    _check_batches(batches)
-    check_int("pad", pad)
+    _check_token_accuracy(model, batches, pad)
     device = next(model.parameters()).device
     model.eval()
     right = total = 0
@@ -229,11 +221,7 @@ def greedy_translate(
             sentences not a list/tuple of str, vocab not a Vocab,
             max_new_tokens not an int >= 1.
     """
-    _check_model(model)
-    check_sentences("sentences", sentences)
-    if not isinstance(vocab, Vocab):
-        raise TypeError(f"vocab must be a Vocab, got {type(vocab).__name__}")
-    check_positive_int("max_new_tokens", max_new_tokens)
+    _check_greedy_translate(model, sentences, vocab, max_new_tokens)
     device = next(model.parameters()).device
     prompts = [prompt_ids(sentence, vocab) for sentence in sentences]
     groups: dict[int, list[int]] = {}
@@ -299,6 +287,47 @@ def _check_task(generator: object, **sizes: object) -> None:
         )
     for name, size in sizes.items():
         check_positive_int(name, size)
+
+
+def _check_recall_batches(
+    num_batches: object,
+    batch_size: object,
+    num_pairs: object,
+    num_queries: object,
+    num_keys: object,
+    num_values: object,
+    generator: object,
+) -> None:
+    """generator a torch.Generator; the sizes ints >= 1 with num_queries <=
+    num_pairs <= num_keys."""
+    _check_task(generator, num_batches=num_batches, batch_size=batch_size,
+                num_pairs=num_pairs, num_queries=num_queries,
+                num_keys=num_keys, num_values=num_values)  # fmt: skip
+    if num_pairs > num_keys or num_queries > num_pairs:
+        raise ValueError(
+            "need num_queries <= num_pairs <= num_keys, got "
+            f"{num_queries}, {num_pairs}, {num_keys}"
+        )
+
+
+def _check_token_accuracy(model: object, batches: object, pad: object) -> None:
+    """model an nn.Module with parameters; batches a list/tuple of (X, Y)
+    pairs of (B, T) long tensors; pad an int."""
+    _check_model(model)
+    _check_batches(batches)
+    check_int("pad", pad)
+
+
+def _check_greedy_translate(
+    model: object, sentences: object, vocab: object, max_new_tokens: object
+) -> None:
+    """model an nn.Module with parameters; sentences a list/tuple of str;
+    vocab a Vocab; max_new_tokens an int >= 1."""
+    _check_model(model)
+    check_sentences("sentences", sentences)
+    if not isinstance(vocab, Vocab):
+        raise TypeError(f"vocab must be a Vocab, got {type(vocab).__name__}")
+    check_positive_int("max_new_tokens", max_new_tokens)
 
 
 KINDS = ("softmax", "linear", "performer", "decayed")

@@ -159,8 +159,7 @@ def translation_lm_loader(
     Raises:
         ValueError: if batch_size or num_steps < 1.
     """
-    check_positive_int("batch_size", batch_size)
-    check_int("seed", seed)
+    _check_translation_lm_loader(batch_size, seed)
     X, Y = translation_lm_arrays(pairs, vocab, num_steps)
     if shuffle:
         batches = _LengthBuckets((X != vocab.pad).sum(dim=1), batch_size, seed)
@@ -173,6 +172,12 @@ def translation_lm_loader(
         batch_size=None,
         collate_fn=functools.partial(_trim_padding, pad=vocab.pad),
     )
+
+
+def _check_translation_lm_loader(batch_size: object, seed: object) -> None:
+    """batch_size B an int >= 1; seed an int."""
+    check_positive_int("batch_size", batch_size)
+    check_int("seed", seed)
 
 
 def _trim_padding(
@@ -221,14 +226,9 @@ def train_lm(
         ValueError: if lr_per_epoch is empty, a rate is not finite > 0, or
             warmup_steps < 0.
     """
-    if len(lr_per_epoch) == 0:
-        raise ValueError("lr_per_epoch must hold one learning rate per epoch")
-    for lr in lr_per_epoch:
-        check_positive_number("lr_per_epoch", lr)
-    check_int("pad", pad)
-    check_grad_clip(grad_clip)
-    device = check_device("device", device)
-    linear_warmup(1, warmup_steps)  # refuses a bad warmup_steps up front
+    device = _check_train_lm(
+        lr_per_epoch, pad, grad_clip, device, warmup_steps
+    )
     if device is None:
         device = next(model.parameters()).device
     model.to(device).train()
@@ -254,6 +254,27 @@ def train_lm(
         epoch_loss.append(loss_sum / max(num_labels, 1))
     record = training_record(model, start, epoch_loss, step_loss)
     return {**record, "step_lr": step_lr}
+
+
+def _check_train_lm(
+    lr_per_epoch: object,
+    pad: object,
+    grad_clip: object,
+    device: object,
+    warmup_steps: object,
+) -> torch.device | None:
+    """lr_per_epoch a non-empty sequence of finite numbers > 0; pad an int;
+    grad_clip None or > 0; device None or usable; warmup_steps an int >= 0.
+    Returns the device as a torch.device (or None)."""
+    if len(lr_per_epoch) == 0:
+        raise ValueError("lr_per_epoch must hold one learning rate per epoch")
+    for lr in lr_per_epoch:
+        check_positive_number("lr_per_epoch", lr)
+    check_int("pad", pad)
+    check_grad_clip(grad_clip)
+    device = check_device("device", device)
+    linear_warmup(1, warmup_steps)  # refuses a bad warmup_steps up front
+    return device
 
 
 def translate_lm(

@@ -64,14 +64,22 @@ def neighbour_batch(
         (tokens, left, right), each (B, T) long: ``left[:, t]`` is the token
         at t - 1 and ``right[:, t]`` the one at t + 1, cyclically.
     """
-    check_sizes(
-        batch_size=batch_size, vocab_size=vocab_size, num_steps=num_steps
-    )
-    device = check_device("device", device)
+    device = _check_neighbour_batch(batch_size, vocab_size, num_steps, device)
     tokens = torch.randint(
         0, vocab_size, (batch_size, num_steps), generator=generator
     ).to(device)
     return tokens, tokens.roll(1, dims=1), tokens.roll(-1, dims=1)
+
+
+def _check_neighbour_batch(
+    batch_size: object, vocab_size: object, num_steps: object, device: object
+) -> torch.device | None:
+    """batch_size B, vocab_size V and num_steps T ints >= 1; device None or
+    usable. Returns the device as a torch.device (or None)."""
+    check_sizes(
+        batch_size=batch_size, vocab_size=vocab_size, num_steps=num_steps
+    )
+    return check_device("device", device)
 
 
 class NeighbourReader(nn.Module):
@@ -92,8 +100,9 @@ class NeighbourReader(nn.Module):
         num_hiddens: int = 32,
     ):
         super().__init__()
-        check_sizes(vocab_size=vocab_size, num_steps=num_steps)
-        check_block_sizes(num_hiddens, None, num_heads, 0.0)
+        _check_neighbour_reader_args(
+            num_heads, vocab_size, num_steps, num_hiddens
+        )
         self.vocab_size, self.num_steps = vocab_size, num_steps
         in_size = vocab_size + num_steps
         self.attention = MultiHeadAttention(
@@ -108,13 +117,7 @@ class NeighbourReader(nn.Module):
     def features(self, tokens: torch.Tensor) -> torch.Tensor:
         """The attention's input: tokens (B, T) ids in [0, V) -> (B, T, V + T)
         one-hots (TypeError, ValueError on other tokens)."""
-        check_token_ids("tokens", tokens, self.vocab_size)
-        check_module_input("tokens", tokens, self)
-        if tokens.shape[1] != self.num_steps:
-            raise ValueError(
-                f"tokens must have shape (B, {self.num_steps}), "
-                f"got {tuple(tokens.shape)}"
-            )
+        _check_neighbour_reader_features(self, tokens)
         steps = torch.arange(self.num_steps, device=tokens.device)
         positions = F.one_hot(steps, self.num_steps).expand(
             tokens.shape[0], -1, -1
@@ -130,6 +133,32 @@ class NeighbourReader(nn.Module):
         X = self.features(tokens)
         return self.readout(self.attention(X, X, X)).reshape(
             *tokens.shape, 2, self.vocab_size
+        )
+
+
+def _check_neighbour_reader_args(
+    num_heads: object,
+    vocab_size: object,
+    num_steps: object,
+    num_hiddens: object,
+) -> None:
+    """vocab_size V and num_steps T ints >= 1; num_hiddens D and num_heads H
+    ints >= 1 with H dividing D."""
+    check_sizes(vocab_size=vocab_size, num_steps=num_steps)
+    check_block_sizes(num_hiddens, None, num_heads, 0.0)
+
+
+def _check_neighbour_reader_features(
+    model: NeighbourReader, tokens: object
+) -> None:
+    """tokens a (B, T) integer tensor of ids in [0, V), T the model's
+    num_steps, on the model's device."""
+    check_token_ids("tokens", tokens, model.vocab_size)
+    check_module_input("tokens", tokens, model)
+    if tokens.shape[1] != model.num_steps:
+        raise ValueError(
+            f"tokens must have shape (B, {model.num_steps}), "
+            f"got {tuple(tokens.shape)}"
         )
 
 
@@ -187,12 +216,7 @@ def neighbour_accuracy(
     Returns:
         (left accuracy, right accuracy), each in [0, 1].
     """
-    check_token_ids("tokens", tokens, None)
-    for name, ids in (("left", left), ("right", right)):
-        check_token_ids(name, ids, None)
-    check_cpu_or_on(
-        model.readout.weight.device, tokens=tokens, left=left, right=right
-    )
+    _check_neighbour_accuracy(model, tokens, left, right)
     device = model.readout.weight.device
     tokens, left, right = (t.to(device) for t in (tokens, left, right))
     with torch.no_grad():
@@ -200,6 +224,19 @@ def neighbour_accuracy(
     return (
         (predicted[..., 0] == left).float().mean().item(),
         (predicted[..., 1] == right).float().mean().item(),
+    )
+
+
+def _check_neighbour_accuracy(
+    model: NeighbourReader, tokens: object, left: object, right: object
+) -> None:
+    """tokens, left and right (B, T) integer id tensors, each on the CPU or
+    on the model's device."""
+    check_token_ids("tokens", tokens, None)
+    for name, ids in (("left", left), ("right", right)):
+        check_token_ids(name, ids, None)
+    check_cpu_or_on(
+        model.readout.weight.device, tokens=tokens, left=left, right=right
     )
 
 
@@ -235,8 +272,7 @@ class CopyBack(nn.Module):
         alibi: bool = False,
     ):
         super().__init__()
-        check_sizes(vocab_size=vocab_size)
-        check_block_sizes(num_hiddens, None, num_heads, 0.0, num_kv_heads)
+        _check_copy_back_args(vocab_size, num_hiddens, num_heads, num_kv_heads)
         self.vocab_size = vocab_size
         self.embedding = nn.Embedding(vocab_size, num_hiddens)
         self.positional = nn.Identity() if positional is None else positional
@@ -261,6 +297,18 @@ class CopyBack(nn.Module):
         check_token_ids("tokens", tokens, self.embedding)
         X = self.positional(self.embedding(tokens))
         return self.readout(self.attention(X, X, X))
+
+
+def _check_copy_back_args(
+    vocab_size: object,
+    num_hiddens: object,
+    num_heads: object,
+    num_kv_heads: object,
+) -> None:
+    """vocab_size V an int >= 1; num_hiddens D, num_heads H and num_kv_heads
+    G (None or an int) block sizes that divide (H | D, G | H)."""
+    check_sizes(vocab_size=vocab_size)
+    check_block_sizes(num_hiddens, None, num_heads, 0.0, num_kv_heads)
 
 
 def train_copy_back(
@@ -295,10 +343,7 @@ def train_copy_back(
         TypeError: if shift or max_train_len is not an int.
         ValueError: if shift is not in [1, max_train_len - 1].
     """
-    if num_kv_heads is not None:
-        check_positive_int("num_kv_heads", num_kv_heads)
-    check_positive_int("max_train_len", max_train_len)
-    _check_shift(shift, max_train_len, "max_train_len")
+    _check_train_copy_back(shift, max_train_len, num_kv_heads)
 
     def loss_of_a_batch(
         model: CopyBack, generator: torch.Generator
@@ -328,6 +373,17 @@ def train_copy_back(
     )
 
 
+def _check_train_copy_back(
+    shift: object, max_train_len: object, num_kv_heads: object
+) -> None:
+    """num_kv_heads None or an int >= 1; max_train_len an int >= 1; shift an
+    int in [1, max_train_len - 1]."""
+    if num_kv_heads is not None:
+        check_positive_int("num_kv_heads", num_kv_heads)
+    check_positive_int("max_train_len", max_train_len)
+    _check_shift(shift, max_train_len, "max_train_len")
+
+
 def accuracy_by_position(
     model: CopyBack, length: int, shift: int = 2, seed: int = 2
 ) -> torch.Tensor:
@@ -345,9 +401,7 @@ def accuracy_by_position(
         TypeError: if length or shift is not an int.
         ValueError: if shift is not in [1, length - 1].
     """
-    check_int("seed", seed)
-    check_positive_int("length", length)
-    _check_shift(shift, length, "length")
+    _check_accuracy_by_position(length, shift, seed)
     tokens = torch.randint(
         0,
         model.vocab_size,
@@ -357,6 +411,15 @@ def accuracy_by_position(
     with torch.no_grad():
         predicted = model(tokens)[:, shift:].argmax(-1)
     return (predicted == tokens[:, :-shift]).float().mean(0)
+
+
+def _check_accuracy_by_position(
+    length: object, shift: object, seed: object
+) -> None:
+    """seed an int; length T an int >= 1; shift an int in [1, T - 1]."""
+    check_int("seed", seed)
+    check_positive_int("length", length)
+    _check_shift(shift, length, "length")
 
 
 # Position schemes of the longer-than-trained experiment ("Attention at
@@ -400,24 +463,9 @@ def copy_back_at_lengths(
         TypeError: if a size or the seed is not an int, or model is neither
             None nor a :class:`CopyBack`.
     """
-    if variant not in LENGTH_VARIANTS:
-        raise ValueError(
-            f"variant must be one of {LENGTH_VARIANTS}, got {variant!r}"
-        )
-    check_int("seed", seed)
-    if not isinstance(test_lens, (tuple, list)):
-        raise TypeError(
-            f"test_lens must be a tuple of ints, got {type(test_lens).__name__}"
-        )
-    if not test_lens:
-        raise ValueError("test_lens must hold at least one length")
-    for length in test_lens:
-        check_positive_int("test_lens", length)
-    check_sizes(max_train_len=max_train_len, num_steps=num_steps)
-    if model is not None and not isinstance(model, CopyBack):
-        raise TypeError(
-            f"model must be None or a CopyBack, got {type(model).__name__}"
-        )
+    _check_copy_back_at_lengths(
+        variant, seed, test_lens, max_train_len, model, num_steps
+    )
     if model is None:
         longest = max(test_lens)
         positional = {
@@ -448,6 +496,37 @@ def copy_back_at_lengths(
         ).mean()
         accuracy[length] = float(accuracy[length])
     return accuracy, model
+
+
+def _check_copy_back_at_lengths(
+    variant: object,
+    seed: object,
+    test_lens: object,
+    max_train_len: object,
+    model: object,
+    num_steps: object,
+) -> None:
+    """variant one of LENGTH_VARIANTS; seed an int; test_lens a non-empty
+    tuple/list of ints >= 1; max_train_len and num_steps ints >= 1; model
+    None or a CopyBack."""
+    if variant not in LENGTH_VARIANTS:
+        raise ValueError(
+            f"variant must be one of {LENGTH_VARIANTS}, got {variant!r}"
+        )
+    check_int("seed", seed)
+    if not isinstance(test_lens, (tuple, list)):
+        raise TypeError(
+            f"test_lens must be a tuple of ints, got {type(test_lens).__name__}"
+        )
+    if not test_lens:
+        raise ValueError("test_lens must hold at least one length")
+    for length in test_lens:
+        check_positive_int("test_lens", length)
+    check_sizes(max_train_len=max_train_len, num_steps=num_steps)
+    if model is not None and not isinstance(model, CopyBack):
+        raise TypeError(
+            f"model must be None or a CopyBack, got {type(model).__name__}"
+        )
 
 
 def _check_shift(shift: int, length: int, length_name: str) -> None:
