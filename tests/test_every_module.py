@@ -28,6 +28,7 @@ from course_pkg.models import (
     t5,
 )
 from course_pkg.models.captioner import GridEncoder, ImageCaptioner
+from course_pkg.models.convnet import ConvNet
 from course_pkg.models.gpt2 import GPT2, GPT2Block
 from course_pkg.models.kernel_lm import (
     KernelBlock,
@@ -351,6 +352,9 @@ FORWARDS = {
     ViT: lambda d: ViT(8, 4, 8, 16, 2, 2, 0.1, 0.1, positions="sincos2d").to(
         d
     )(_x(d, 2, 3, 8, 8), need_weights=True),
+    ConvNet: lambda d: ConvNet(3, 2, img_size=8, in_channels=3).to(d)(
+        _x(d, 2, 3, 8, 8)
+    ),
 }
 
 

@@ -11,5 +11,6 @@ attention and its experts), ``t5`` (T5 v1.1: relative position bias);
 ``published`` (their released configurations, built on the meta device);
 ``kernel_lm`` (a small decoder whose attention is exact softmax or one of its
 linear-time stand-ins); ``vit`` (the Vision Transformer); ``captioner`` (a
-CNN's grid read by the Bahdanau decoder, for captions).
+CNN's grid read by the Bahdanau decoder, for captions); ``convnet`` (a small
+CNN, the ViT's peer at the same number of parameters).
 """
