@@ -48,11 +48,12 @@ from torch import nn
 
 import course_pkg
 from course_pkg.data import scenes, translation
-from course_pkg.experiments import toy_tasks
+from course_pkg.experiments import toy_tasks, vision
 from course_pkg.inference import kv_memory, paged_cache
 from course_pkg.models import (
     bert,
     captioner,
+    convnet,
     deepseek,
     gemma,
     gpt,
@@ -1225,6 +1226,57 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
     "nn.attention_graphs.graph_attention": lambda: dict(
         KERNEL_QKV, mask=torch.ones(3, 4, dtype=torch.bool).tril()
     ),
+    "models.convnet.ConvNet.forward": lambda: dict(X=_float(2, 1, 8, 8)),
+    "experiments.vision.caption_tensors": lambda: dict(
+        scenes=_vision_scenes()[1], vocab=vision.caption_vocab()
+    ),
+    "experiments.vision.new_captioner": lambda: dict(
+        vocab=vision.caption_vocab(), settings=_caption_settings()
+    ),
+    "experiments.vision.train_captioner": lambda: dict(
+        model=_vision_captioner(),
+        images=_vision_scenes()[0],
+        dec_X=_vision_captions()[0],
+        Y=_vision_captions()[1],
+        pad=vision.caption_vocab()["<pad>"],
+        settings=_caption_settings(),
+        penalty=0.5,
+        generator=torch.Generator().manual_seed(0),
+    ),
+    "experiments.vision.caption_bleu": lambda: dict(
+        model=_vision_captioner(),
+        images=_vision_scenes()[0],
+        scenes=_vision_scenes()[1],
+        vocab=vision.caption_vocab(),
+    ),
+    "experiments.vision.attention_on_objects": lambda: dict(
+        model=_vision_captioner(),
+        images=_vision_scenes()[0],
+        dec_X=_vision_captions()[0],
+        scenes=_vision_scenes()[1],
+    ),
+    "experiments.vision.count_parameters": lambda: dict(model=nn.Linear(2, 2)),
+    "experiments.vision.train_classifier": lambda: dict(
+        model=convnet.ConvNet(3, 2, img_size=8),
+        images=_float(4, 1, 8, 8),
+        labels=torch.tensor([0, 1, 2, 0]),
+        settings=vision.ClassifierSettings(num_updates=2, batch_size=2),
+        generator=torch.Generator().manual_seed(0),
+    ),
+    "experiments.vision.accuracy": lambda: dict(
+        model=convnet.ConvNet(3, 2, img_size=8),
+        images=_float(4, 1, 8, 8),
+        labels=torch.tensor([0, 1, 2, 0]),
+    ),
+    "experiments.vision.red_object_scenes": lambda: dict(
+        num_scenes=2, generator=torch.Generator().manual_seed(0)
+    ),
+    "experiments.vision.explanation_maps": lambda: dict(
+        model=vision.scenes_vit(), images=_vision_scenes()[0]
+    ),
+    "experiments.vision.localisation": lambda: dict(
+        cell_maps=_float(2, 4, 4), cells=torch.tensor([[0, 1], [2, 3]])
+    ),
 }
 
 INSTANCES: dict[str, Callable[[], Any]] = {
@@ -1237,6 +1289,7 @@ INSTANCES: dict[str, Callable[[], Any]] = {
     "models.vit.PatchEmbedding": lambda: vit.PatchEmbedding(8, 4, 6),
     "models.vit.ViTBlock": lambda: vit.ViTBlock(8, 8, 16, 2, 0.0),
     "models.vit.ViT": lambda: _vit_with_maps(),
+    "models.convnet.ConvNet": lambda: convnet.ConvNet(3, 2, img_size=8),
     "models.kernel_lm.KernelSelfAttention": lambda: (
         kernel_lm.KernelSelfAttention(8, 2)
     ),
@@ -1389,6 +1442,26 @@ def _vit_with_maps() -> vit.ViT:
     model = vit.ViT(8, 4, 8, 16, 2, 1, 0.0, 0.0)
     model(_float(1, 3, 8, 8), need_weights=True)
     return model
+
+
+def _vision_scenes() -> tuple[torch.Tensor, list[scenes.Scene]]:
+    """Two 32 x 32 scenes of the chapter "Attention on images"."""
+    return scenes.generate_scenes(2, torch.Generator().manual_seed(0))
+
+
+def _vision_captions() -> tuple[torch.Tensor, torch.Tensor]:
+    return vision.caption_tensors(_vision_scenes()[1], vision.caption_vocab())
+
+
+def _caption_settings() -> vision.CaptionSettings:
+    return vision.CaptionSettings(
+        num_train=2, num_test=2, embed_size=4, num_hiddens=8, channels=2,
+        num_epochs=1, batch_size=2,
+    )  # fmt: skip
+
+
+def _vision_captioner() -> captioner.ImageCaptioner:
+    return vision.new_captioner(vision.caption_vocab(), _caption_settings())
 
 
 def _torchvision_vit() -> nn.Module:

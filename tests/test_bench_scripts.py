@@ -100,6 +100,16 @@ RUNS = {
         "--device cpu --batch 8 --steps 2 --warmup 1 --num-pairs 64",
         ["2 processes / 1: tokens/s", "cost model:"],
     ),
+    "vision.py": (
+        "--device cpu --threads 1 --batch 2 --warmup 0 --repeats 1",
+        [
+            "ViT p=7 against a CNN",
+            "ViT / CNN: parameters",
+            "| patch | tokens N | parameters |",
+            "|     4 |       50 |",
+            "|    14 |        5 |",
+        ],
+    ),
 }
 
 
@@ -162,6 +172,25 @@ def test_attention_memory_agrees_with_sdpa_and_keeps_stderr_quiet():
     assert row is not None and float(row.group(1)) == 0.25
     # Kineto's profiler_start/profiler_stop lines are silenced by the script.
     assert "profiler_start" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        ("--batch 0", "--batch: must be >= 1, got 0"),
+        ("--repeats -5", "--repeats: must be >= 1, got -5"),
+        ("--threads nan", "--threads: must be an int, got 'nan'"),
+        ("--warmup -1", "--warmup: must be >= 0, got -1"),
+    ],
+)
+def test_vision_refuses_bad_values_before_any_work(arguments, message):
+    # a usage error (exit status 2), not a traceback, and nothing printed
+    # (the device line comes first once the work starts)
+    result = run_script("vision.py", arguments)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
 
 
 def test_seq2seq_refuses_a_limit_below_one():
