@@ -149,6 +149,14 @@ CONCEPTS = {
         "Llama, Gemma, DeepSeek…:\nexperts, latent attention",
         "today",
     ),
+    "images": Concept(
+        13.75,
+        1.2,
+        "Attention on images",
+        "ch. 20",
+        "captions over a grid, ViT,\nexplanations tested",
+        "today",
+    ),
     "beyond_softmax": Concept(
         6.25,
         -1.0,
@@ -182,6 +190,7 @@ LINKS = [
     ("scale", "open_models", "", False),
     ("scale", "beyond_softmax", "", False),
     ("inference", "open_models", "", False),
+    ("model", "images", "", False),
 ]
 
 
@@ -209,8 +218,8 @@ def _draw_box(ax, c: Concept) -> None:
 
 
 def draw(ax) -> None:
-    """Draw the concept map on ax (an axes of about 12.5 x 9.2 inches)."""
-    ax.set_xlim(0.0, 12.5)
+    """Draw the concept map on ax (an axes of about 15 x 9.2 inches)."""
+    ax.set_xlim(0.0, 15.0)
     ax.set_ylim(-2.05, 6.95)
     ax.set_aspect("equal")
     ax.axis("off")
@@ -243,7 +252,7 @@ def draw(ax) -> None:
         ),
         (
             -1.9,
-            "Part II — transformers today (chapters 9–19), built on the finished model",
+            "Part II — transformers today (chapters 9–20), built on the finished model",
             "today",
             None,
         ),
@@ -262,7 +271,7 @@ def draw(ax) -> None:
 
 
 def main() -> None:
-    fig, ax = plt.subplots(figsize=(12.5, 9.2))
+    fig, ax = plt.subplots(figsize=(15, 9.2))
     draw(ax)
     fig.savefig(OUT, bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
