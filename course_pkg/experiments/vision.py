@@ -245,7 +245,8 @@ def attention_on_objects(
 
 @dataclasses.dataclass(frozen=True)
 class ClassifierSettings:
-    """The image classifiers' budget: the same for the ViT and the CNN."""
+    """An image classifier's budget: the ViT and the CNN get the same
+    updates and batch size, each its own learning rate."""
 
     num_updates: int = 400
     batch_size: int = 64
