@@ -585,3 +585,18 @@ def test_internal_links_resolve(visits, server, path):
         if fragment and fragment != "top" and fragment not in ids:
             broken.append(f"{href} -> no id {fragment!r} in {parts.path}")
     assert not broken, f"broken links on {path}: {broken}"
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_markdown_tables_render_as_tables(site, path):
+    """A Markdown table, in the prose or in a cell's Markdown output (the
+    claims tables, glued tables), becomes an HTML table: a renderer without
+    tables (commonmark, myst-nb's default) printed the rows as text, pipes
+    and separator dashes included (a separator row, "|---|", outside code)."""
+    text = (site / path).read_text(encoding="utf-8")
+    outside_code = re.sub(r"<pre.*?</pre>", "", text, flags=re.S)
+    separators = re.findall(r"\|\s*(?:-{3,}|—)\s*\|", outside_code)
+    assert not separators, (
+        f"{path}: a Markdown table printed as text "
+        f"({len(separators)} separator cells outside code)"
+    )
