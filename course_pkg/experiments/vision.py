@@ -262,6 +262,7 @@ VIT_TRAINING = ClassifierSettings(lr=0.003)
 CNN_TRAINING = ClassifierSettings(lr=0.01)
 TRAIN_SIZES = (250, 1000, 4000)  # digits the classifiers learn from
 PATCH_SIZES = (4, 7, 14)
+POSITION_SIZES = (250, 4000)  # where learned and 2-D positions are compared
 DIGITS_VIT = {
     "img_size": 28,
     "num_hiddens": 32,
@@ -275,9 +276,10 @@ DIGITS_VIT = {
 }
 
 
-def digits_vit(patch_size: int = 7) -> ViT:
-    """The chapter's ViT for the 28 x 28 digits (2 blocks, width 32)."""
-    return ViT(patch_size=patch_size, **DIGITS_VIT)
+def digits_vit(patch_size: int = 7, positions: str = "learned") -> ViT:
+    """The chapter's ViT for the 28 x 28 digits (2 blocks, width 32), with
+    learned or fixed 2-D sine-cosine positions (``"sincos2d"``)."""
+    return ViT(patch_size=patch_size, positions=positions, **DIGITS_VIT)
 
 
 def count_parameters(model: nn.Module) -> int:
@@ -556,6 +558,11 @@ CLAIMS = {
     **{f"CNN - ViT {size}": Claim(">", null=0.0) for size in TRAIN_SIZES},
     **{f"ViT accuracy patch {p}": Claim(">", chance=CHANCE_DIGIT)
        for p in PATCH_SIZES},
+    # fixed 2-D sine-cosine positions instead of learned ones (patch 7)
+    **{f"ViT sincos2d accuracy {size}": Claim(">", chance=CHANCE_DIGIT)
+       for size in POSITION_SIZES},
+    **{f"sincos2d - learned {size}": Claim("range", null=0.0)
+       for size in POSITION_SIZES},
     # explanations: the answer's accuracy (chance 1/3; every seed answers
     # every test scene, so a floor would be the value itself: stated); the
     # share of maps peaking on the red shape's cell, against picking one
