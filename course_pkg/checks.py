@@ -407,6 +407,17 @@ def check_axes(
         )
 
 
+def check_images(
+    name: str, images: Any, channels: int, size: int, module: Any
+) -> None:
+    """Refuse anything but a float (B, C, H, W) batch of ``size`` x ``size``
+    images with ``channels`` channels, on ``module``'s device and of its
+    dtype: TypeError, ValueError."""
+    check_float_tensor(name, images, 4, "(B, C, H, W)")
+    check_axes(name, images, "BCHW", (None, channels, size, size))
+    check_module_input(name, images, module)
+
+
 def check_positive_int(name: str, value: Any) -> None:
     """Refuse anything but an int >= 1 (bool excluded).
 

@@ -36,6 +36,7 @@ from course_pkg.checks import (
     check_finite_number,
     check_float_tensor,
     check_generator,
+    check_images,
     check_integer_dtype,
     check_module_input,
     check_positive_int,
@@ -509,14 +510,9 @@ def _check_explanation_maps(model: object, images: object) -> None:
     if not isinstance(model, ViT):
         raise TypeError(f"model must be a ViT, got {type(model).__name__}")
     embedding = model.patch_embedding
-    shape = (embedding.in_channels, embedding.img_size, embedding.img_size)
-    check_float_tensor("images", images, 4, "(N, C, H, W)")
-    if tuple(images.shape[1:]) != shape:
-        raise ValueError(
-            f"images must have shape (N, {', '.join(map(str, shape))}), got "
-            f"{tuple(images.shape)}"
-        )
-    check_module_input("images", images, model)
+    check_images(
+        "images", images, embedding.in_channels, embedding.img_size, model
+    )
 
 
 def _check_localisation(cell_maps: object, cells: object) -> None:

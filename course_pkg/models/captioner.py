@@ -32,7 +32,7 @@ from torch import nn
 
 from course_pkg.checks import (
     check_float_tensor,
-    check_module_input,
+    check_images,
     check_positive_int,
     check_same_device,
     check_token_ids,
@@ -92,7 +92,7 @@ class GridEncoder(nn.Module):
             TypeError/ValueError: images not a float (B, C, H, W) tensor of
                 the encoder's sizes, dtype and device.
         """
-        _check_images(images, self.in_channels, self.img_size, self)
+        check_images("images", images, self.in_channels, self.img_size, self)
         return self._encode(images)
 
     def _encode(
@@ -212,7 +212,9 @@ def _check_image_captioner_forward(
     """images a float (B, C, H, W) tensor of the model's sizes, dtype and
     device; dec_X (B, Q) ids in [0, V), Q >= 1, of the same B."""
     encoder = captioner.encoder
-    _check_images(images, encoder.in_channels, encoder.img_size, captioner)
+    check_images(
+        "images", images, encoder.in_channels, encoder.img_size, captioner
+    )
     check_token_ids("dec_X", dec_X, captioner.decoder.embedding, min_steps=1)
     if dec_X.shape[0] != images.shape[0]:
         raise ValueError(
@@ -278,7 +280,9 @@ def _check_greedy_captions(
             f"model must be an ImageCaptioner, got {type(model).__name__}"
         )
     encoder, decoder = model.encoder, model.decoder
-    _check_images(images, encoder.in_channels, encoder.img_size, model)
+    check_images(
+        "images", images, encoder.in_channels, encoder.img_size, model
+    )
     vocab_size = decoder.embedding.num_embeddings
     for name, token in (("bos", bos), ("eos", eos)):
         if isinstance(token, bool) or not isinstance(token, int):
@@ -340,16 +344,3 @@ def _check_encoder_sizes(
         check_positive_int(name, size)
     if img_size % 8:
         raise ValueError(f"img_size must be a multiple of 8, got {img_size}")
-
-
-def _check_images(
-    images: object, channels: int, size: int, module: nn.Module
-) -> None:
-    """images a float (B, C, H, W) tensor of the module's sizes, dtype, device."""
-    shape = f"(B, {channels}, {size}, {size})"
-    check_float_tensor("images", images, 4, shape)
-    if tuple(images.shape[1:]) != (channels, size, size):
-        raise ValueError(
-            f"images must have shape {shape}, got {tuple(images.shape)}"
-        )
-    check_module_input("images", images, module)

@@ -17,11 +17,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from course_pkg.checks import (
-    check_float_tensor,
-    check_module_input,
-    check_sizes,
-)
+from course_pkg.checks import check_images, check_sizes
 
 
 class ConvNet(nn.Module):
@@ -63,7 +59,7 @@ class ConvNet(nn.Module):
             TypeError/ValueError: X not a float (B, C, H, W) tensor of the
                 model's sizes, dtype and device.
         """
-        _check_convnet_forward(self, X)
+        check_images("X", X, self.in_channels, self.img_size, self)
         return self.head(self.features(X).flatten(1))
 
 
@@ -118,16 +114,3 @@ def _check_convnet_args(
     )
     if img_size % 4:
         raise ValueError(f"img_size must be a multiple of 4, got {img_size}")
-
-
-def _check_convnet_forward(model: ConvNet, X: object) -> None:
-    """X a float (B, C, H, W) tensor of the model's C and H = W, dtype and
-    device."""
-    shape = (model.in_channels, model.img_size, model.img_size)
-    check_float_tensor("X", X, 4, "(B, C, H, W)")
-    if tuple(X.shape[1:]) != shape:
-        raise ValueError(
-            f"X must have shape (B, {', '.join(map(str, shape))}), got "
-            f"{tuple(X.shape)}"
-        )
-    check_module_input("X", X, model)

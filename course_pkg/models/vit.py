@@ -36,8 +36,7 @@ from torch import nn
 from course_pkg.checks import (
     check_block_sizes,
     check_features,
-    check_float_tensor,
-    check_module_input,
+    check_images,
     check_positive_int,
     check_positive_number,
     check_probability,
@@ -137,7 +136,7 @@ class PatchEmbedding(nn.Module):
             TypeError/ValueError: X not a float (B, C, H, W) tensor of the
                 layer's sizes, dtype and device.
         """
-        _check_images(X, self.in_channels, self.img_size, self)
+        check_images("X", X, self.in_channels, self.img_size, self)
         return self._embed(X)
 
     def _embed(self, X: torch.Tensor) -> torch.Tensor:
@@ -345,7 +344,7 @@ class ViT(nn.Module):
         Raises:
             TypeError/ValueError: X not such a tensor.
         """
-        _check_images(X, self.patch_embedding.in_channels,
+        check_images("X", X, self.patch_embedding.in_channels,
                       self.patch_embedding.img_size, self)  # fmt: skip
         return self.head(self._encode(X, need_weights)[:, 0])
 
@@ -358,7 +357,7 @@ class ViT(nn.Module):
         Returns:
             (B, N + 1, D); position 0 is the class token.
         """
-        _check_images(X, self.patch_embedding.in_channels,
+        check_images("X", X, self.patch_embedding.in_channels,
                       self.patch_embedding.img_size, self)  # fmt: skip
         return self._encode(X, need_weights)
 
@@ -434,17 +433,6 @@ def _check_patches(img_size: object, patch_size: object) -> None:
         raise ValueError(
             f"img_size={img_size} must be divisible by patch_size={patch_size}"
         )
-
-
-def _check_images(
-    X: object, channels: int, size: int, module: nn.Module
-) -> None:
-    """X a float (B, C, H, W) tensor of the module's sizes, dtype, device."""
-    shape = f"(B, {channels}, {size}, {size})"
-    check_float_tensor("X", X, 4, shape)
-    if tuple(X.shape[1:]) != (channels, size, size):
-        raise ValueError(f"X must have shape {shape}, got {tuple(X.shape)}")
-    check_module_input("X", X, module)
 
 
 def num_patches(img_size: int, patch_size: int) -> int:
