@@ -63,19 +63,22 @@ def _record(pairs32, pairs64, wrong32) -> dict:
     }
 
 
+def _against_a_wrong_second_side(good32, good64, wrong32, first=0) -> dict:
+    """_record of the pairs good32 and good64 (the same cases), the bug: each case's first
+    side in good32 against its second side in wrong32, from case ``first`` on."""
+    wrong = [(a, w) for (a, _), (_, w) in zip(good32, wrong32)][first:]
+    return _record(good32, good64, wrong)
+
+
 def _fused_vs_explicit(F32, F64):
     from tests.test_attention import fused_and_explicit
 
-    return _record(
+    # the fused path given lengths one too long; the unmasked cases are left out
+    return _against_a_wrong_second_side(
         fused_and_explicit(F32),
         fused_and_explicit(F64),
-        # the fused path given lengths one too long; the unmasked cases are left out
-        [
-            (e, w)
-            for (e, _), (_, w) in zip(
-                fused_and_explicit(F32), fused_and_explicit(F32, lens_shift=1)
-            )
-        ][2:],
+        fused_and_explicit(F32, lens_shift=1),
+        first=2,
     )
 
 
@@ -109,16 +112,11 @@ def _blockwise_vs_sdpa(F32, F64):
 def _gpt_vs_torch(F32, F64):
     from tests.test_gpt import gpt_and_torch_encoder
 
-    return _record(
+    # torch's mask lets each position see the next one
+    return _against_a_wrong_second_side(
         gpt_and_torch_encoder(F32),
         gpt_and_torch_encoder(F64),
-        # torch's mask lets each position see the next one
-        [
-            (a, w)
-            for (a, _), (_, w) in zip(
-                gpt_and_torch_encoder(F32), gpt_and_torch_encoder(F32, 1)
-            )
-        ],
+        gpt_and_torch_encoder(F32, 1),
     )
 
 
@@ -126,15 +124,12 @@ def _transformer_vs_torch(F32, F64):
     from tests.test_transformer import stacks_and_torch
 
     drop = lambda triples: [(a, b) for _, a, b in triples]  # noqa: E731
-    good = drop(stacks_and_torch(F32))
-    return _record(
-        good,
+    # torch's target mask lets each position see the next one (the encoder stack is left out)
+    return _against_a_wrong_second_side(
+        drop(stacks_and_torch(F32)),
         drop(stacks_and_torch(F64)),
-        # torch's target mask lets each position see the next one (the encoder stack is left out)
-        [
-            (a, w)
-            for (a, _), (_, w) in zip(good, drop(stacks_and_torch(F32, 1)))
-        ][1:],
+        drop(stacks_and_torch(F32, 1)),
+        first=1,
     )
 
 

@@ -83,6 +83,7 @@ from course_pkg.nn import (
     sliding_window,
 )
 from course_pkg.training.loop import masked_cross_entropy
+from tests._helpers import TINY_DECODER, tiny_deepseek_v3
 
 # ------------------------------------------------------------- discovery
 
@@ -289,6 +290,14 @@ def _published_bert() -> bert.PublishedBERT:
     return bert.PublishedBERT(11, 8, 2, 1, 16)
 
 
+def _decoding() -> dict[str, Any]:
+    """What the decoders of inference.decode share: a model, a source, ids."""
+    return dict(
+        model=_transformer(), src=_ids(), src_valid_len=_lens(3, 1), bos=1,
+        eos=2,
+    )  # fmt: skip
+
+
 def _decoder_state() -> blocks.DecoderState:
     return blocks.DecoderState(_float(2, 4, 8), _lens(4, 2), (None,), 0)
 
@@ -311,6 +320,23 @@ KERNEL_QKV = dict(
     keys=_float(2, 2, 4, 4),
     values=_float(2, 2, 4, 4),
 )
+
+
+def _cached_attention_examples(cls: str) -> dict[str, Callable]:
+    """EXAMPLES of an attention class's forward, cache and attend (on a cache
+    of 4 positions that its instance made); width 8."""
+    return {
+        f"{cls}.forward": lambda: dict(QKV, valid_lens=_lens(4, 2)),
+        f"{cls}.cache": lambda: dict(
+            keys=_float(2, 4, 8), values=_float(2, 4, 8)
+        ),
+        f"{cls}.attend": lambda: dict(
+            queries=_float(2, 3, 8),
+            cache=INSTANCES[cls]().cache(_float(2, 4, 8), _float(2, 4, 8)),
+            valid_lens=_lens(4, 2),
+        ),
+    }
+
 
 # Valid arguments of what cannot be made up: "key" -> () -> {name: value}.
 # For a method, the instance is built from its class's valid call unless
@@ -416,19 +442,7 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
         block_size=2,
         valid_lens=_lens(4, 2),
     ),
-    "nn.grouped_query.GroupedQueryAttention.forward": lambda: dict(
-        QKV, valid_lens=_lens(4, 2)
-    ),
-    "nn.grouped_query.GroupedQueryAttention.cache": lambda: dict(
-        keys=_float(2, 4, 8), values=_float(2, 4, 8)
-    ),
-    "nn.grouped_query.GroupedQueryAttention.attend": lambda: dict(
-        queries=_float(2, 3, 8),
-        cache=INSTANCES["nn.grouped_query.GroupedQueryAttention"]().cache(
-            _float(2, 4, 8), _float(2, 4, 8)
-        ),
-        valid_lens=_lens(4, 2),
-    ),
+    **_cached_attention_examples("nn.grouped_query.GroupedQueryAttention"),
     "nn.grouped_query.GroupedQueryAttention.kv_cache_numel": lambda: dict(
         batch_size=2, num_steps=3
     ),
@@ -522,30 +536,12 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
         progress=False,
     ),
     "inference.decode.cut_at_eos": lambda: dict(tokens=[4, 2, 5], eos=2),
-    "inference.decode.greedy_decode": lambda: dict(
-        model=_transformer(),
-        src=_ids(),
-        src_valid_len=_lens(3, 1),
-        bos=1,
-        eos=2,
-        num_steps=3,
-    ),
+    "inference.decode.greedy_decode": lambda: dict(_decoding(), num_steps=3),
     "inference.decode.sequence_log_prob": lambda: dict(
-        model=_transformer(),
-        src=_ids(),
-        src_valid_len=_lens(3, 1),
-        tokens=_ids(),
-        bos=1,
-        eos=2,
+        _decoding(), tokens=_ids()
     ),
     "inference.decode.beam_search": lambda: dict(
-        model=_transformer(),
-        src=_ids(),
-        src_valid_len=_lens(3, 1),
-        bos=1,
-        eos=2,
-        num_steps=3,
-        beam_size=2,
+        _decoding(), num_steps=3, beam_size=2
     ),
     "inference.decode.translate": lambda: dict(
         model=_transformer(),
@@ -638,19 +634,7 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
     "models.gpt.generate": lambda: dict(
         model=_gpt(), prompt=_ids(), max_new_tokens=2
     ),
-    "models.llama.LlamaAttention.forward": lambda: dict(
-        QKV, valid_lens=_lens(4, 2)
-    ),
-    "models.llama.LlamaAttention.cache": lambda: dict(
-        keys=_float(2, 4, 8), values=_float(2, 4, 8)
-    ),
-    "models.llama.LlamaAttention.attend": lambda: dict(
-        queries=_float(2, 3, 8),
-        cache=INSTANCES["models.llama.LlamaAttention"]().cache(
-            _float(2, 4, 8), _float(2, 4, 8)
-        ),
-        valid_lens=_lens(4, 2),
-    ),
+    **_cached_attention_examples("models.llama.LlamaAttention"),
     "models.llama.LlamaBlock.forward": lambda: dict(X=_float(2, 3, 8)),
     "models.llama.Llama.forward": lambda: dict(X=_ids()),
     "models.llama.Llama.forward_with_cache": lambda: dict(X=_ids()),
@@ -1319,14 +1303,7 @@ INSTANCES: dict[str, Callable[[], Any]] = {
         nadaraya_watson.NWKernelRegression()
     ),
     "models.llama.Llama": lambda: llama.Llama(
-        vocab_size=11,
-        num_hiddens=8,
-        ffn_num_hiddens=16,
-        num_heads=2,
-        num_blks=2,
-        num_kv_heads=1,
-        max_len=16,
-        qk_norm=True,
+        **TINY_DECODER, max_len=16, qk_norm=True
     ),
     "models.llama.LlamaAttention": lambda: llama.LlamaAttention(
         num_hiddens=8, num_heads=2, num_kv_heads=1, qk_norm=True
@@ -1335,12 +1312,7 @@ INSTANCES: dict[str, Callable[[], Any]] = {
         num_hiddens=8, ffn_num_hiddens=16, num_heads=2, num_kv_heads=1
     ),
     "models.gemma.Gemma3": lambda: gemma.Gemma3(
-        vocab_size=11,
-        num_hiddens=8,
-        ffn_num_hiddens=16,
-        num_heads=2,
-        num_blks=2,
-        num_kv_heads=1,
+        **TINY_DECODER,
         max_len=16,
         head_width=6,
         sliding_window=3,
@@ -1360,22 +1332,7 @@ INSTANCES: dict[str, Callable[[], Any]] = {
         INSTANCES["nn.latent_attention.MultiHeadLatentAttention"](),
         modern_blocks.SwiGLUFFN(16, 8),
     ),
-    "models.deepseek.DeepSeekV3": lambda: deepseek.DeepSeekV3(
-        11,
-        8,
-        16,
-        2,
-        2,
-        16,
-        kv_rank=4,
-        nope_width=2,
-        rope_width=2,
-        value_width=3,
-        expert_width=4,
-        num_experts=4,
-        top_k=2,
-        num_groups=2,
-    ),  # fmt: skip
+    "models.deepseek.DeepSeekV3": tiny_deepseek_v3,
     "models.t5.T5": lambda: t5.T5(
         11, 8, 16, 2, 3, 1, num_buckets=4, max_distance=8
     ),
@@ -1685,92 +1642,71 @@ CPU_LENGTHS += "moved, as documented); lengths on another device are refused"
 POSITIONS = "positions may be integers or floats of any width (documented)"
 SPLIT = "splitting or merging heads only moves numbers: any dtype is fine"
 NO_WARMUP = "warmup_steps=0 means no warmup (the documented default)"
+ZERO = "a zero size"
+ROTARY_ANGLES = (
+    "nn.rotary.RotaryEmbedding.angles",
+    "nn.rope_scaling.Llama3RotaryEmbedding.angles",
+)
+# (callable, size): what a size of zero gives, after EMPTY
+EMPTY_RESULTS = {
+    ("nn.masks.sequence_mask", "max_len"): ": (B, 0)",
+    ("nn.masks.causal_mask", "num_queries"): ": (0, K)",
+    ("nn.masks.causal_mask", "num_keys"): ": (Q, 0)",
+    ("nn.masks.attention_mask", "num_queries"): "",
+    ("nn.masks.attention_mask", "num_keys"): "",
+    ("nn.positional.sinusoidal_table", "max_len"): ": a (0, D) table",
+    ("data.translation.truncate_pad", "num_steps"): ": []",
+    ("models.gpt.generate", "max_new_tokens"): ": the prompt itself",
+    ("experiments.lm_translation.translate_lm", "max_new_tokens"):
+        ": one empty translation per sentence",
+    ("training.loop.train_seq2seq", "num_epochs"):
+        ": a record with no epochs (the model is not changed)",
+    ("training.loop.training_record", "num_tokens"):
+        ": a run of zero tokens (train_seq2seq with num_epochs=0)",
+    ("inference.speculative.speculative_generate", "max_new_tokens"):
+        ": the prompt itself, no target call",
+    ("inference.speculative.measure_speculation", "max_new_tokens"):
+        ": statistics of zero tokens",
+    ("data.bpe.merge_ties", "num_merges"): ": []",
+}  # fmt: skip
 ACCEPTED: dict[tuple[str, str, str], str] = {
-    ("training.loop.linear_warmup", "warmup_steps", "a zero size"): NO_WARMUP,
-    (
-        "experiments.lm_translation.train_lm",
-        "warmup_steps",
-        "a zero size",
-    ): NO_WARMUP,
-    (
-        "training.lm_pretraining.warmup_cosine",
-        "warmup_steps",
-        "a zero size",
-    ): NO_WARMUP,
-    (
-        "models.deepseek.DeepSeekV3",
-        "num_dense",
-        "a zero size",
-    ): "no dense block: every block has experts (documented)",
+    **dict.fromkeys(
+        [
+            ("training.loop.linear_warmup", "warmup_steps", ZERO),
+            ("experiments.lm_translation.train_lm", "warmup_steps", ZERO),
+            ("training.lm_pretraining.warmup_cosine", "warmup_steps", ZERO),
+        ],
+        NO_WARMUP,
+    ),
+    ("models.deepseek.DeepSeekV3", "num_dense", ZERO): (
+        "no dense block: every block has experts (documented)"
+    ),
     ("nn.attention.transpose_qkv", "X", "an integer tensor"): SPLIT,
     ("nn.attention.transpose_output", "X", "an integer tensor"): SPLIT,
-    (
-        "nn.rotary.RotaryEmbedding.angles",
-        "positions",
-        "a float tensor",
-    ): POSITIONS,
-    ("nn.rotary.RotaryEmbedding.angles", "positions", "uint8 ids"): POSITIONS,
-    (
-        "nn.rope_scaling.Llama3RotaryEmbedding.angles",
-        "positions",
-        "a float tensor",
-    ): POSITIONS,
-    (
-        "nn.rope_scaling.Llama3RotaryEmbedding.angles",
-        "positions",
-        "uint8 ids",
-    ): POSITIONS,
-    (
-        "nn.rope_scaling.Llama3RotaryEmbedding.angles",
-        "positions",
-        "int16 ids",
-    ): POSITIONS,
-    ("nn.rotary.RotaryEmbedding.angles", "positions", "int16 ids"): POSITIONS,
-    (
-        "models.bert.mean_over_valid",
-        "encoded",
-        "on meta next to cpu",
-    ): CPU_LENGTHS,
-    ("models.bert.mask_tokens", "tokens", "on meta next to cpu"): CPU_LENGTHS,
-    ("nn.masks.masked_softmax", "X", "on meta next to cpu"): CPU_LENGTHS,
-    ("nn.masks.sequence_mask", "max_len", "a zero size"): EMPTY + ": (B, 0)",
-    ("nn.masks.causal_mask", "num_queries", "a zero size"): EMPTY + ": (0, K)",
-    ("nn.masks.causal_mask", "num_keys", "a zero size"): EMPTY + ": (Q, 0)",
-    ("nn.masks.attention_mask", "num_queries", "a zero size"): EMPTY,
-    ("nn.masks.attention_mask", "num_keys", "a zero size"): EMPTY,
-    ("nn.positional.sinusoidal_table", "max_len", "a zero size"): EMPTY
-    + ": a (0, D) table",
-    ("data.translation.truncate_pad", "num_steps", "a zero size"): EMPTY
-    + ": []",
-    ("models.gpt.generate", "max_new_tokens", "a zero size"): EMPTY
-    + ": the prompt itself",
-    (
-        "experiments.lm_translation.translate_lm",
-        "max_new_tokens",
-        "a zero size",
-    ): EMPTY + ": one empty translation per sentence",
-    ("training.loop.train_seq2seq", "num_epochs", "a zero size"): EMPTY
-    + ": a record with no epochs (the model is not changed)",
-    ("training.loop.training_record", "num_tokens", "a zero size"): EMPTY
-    + ": a run of zero tokens (train_seq2seq with num_epochs=0)",
-    (
-        "inference.speculative.speculative_generate",
-        "max_new_tokens",
-        "a zero size",
-    ): EMPTY + ": the prompt itself, no target call",
-    (
-        "inference.speculative.measure_speculation",
-        "max_new_tokens",
-        "a zero size",
-    ): EMPTY + ": statistics of zero tokens",
-    ("data.bpe.merge_ties", "num_merges", "a zero size"): EMPTY + ": []",
-    ("inference.speculative.NGramDraft.propose", "k", "a zero size"): EMPTY
-    + ": no token proposed",
-    (
-        "inference.speculative.PromptLookupDraft.propose",
-        "k",
-        "a zero size",
-    ): EMPTY + ": no token proposed",
+    **{
+        (key, "positions", label): POSITIONS
+        for key in ROTARY_ANGLES
+        for label in ("a float tensor", "uint8 ids", "int16 ids")
+    },
+    **dict.fromkeys(
+        [
+            ("models.bert.mean_over_valid", "encoded", "on meta next to cpu"),
+            ("models.bert.mask_tokens", "tokens", "on meta next to cpu"),
+            ("nn.masks.masked_softmax", "X", "on meta next to cpu"),
+        ],
+        CPU_LENGTHS,
+    ),
+    **{
+        (key, parameter, ZERO): EMPTY + gives
+        for (key, parameter), gives in EMPTY_RESULTS.items()
+    },
+    **dict.fromkeys(
+        [
+            ("inference.speculative.NGramDraft.propose", "k", ZERO),
+            ("inference.speculative.PromptLookupDraft.propose", "k", ZERO),
+        ],
+        EMPTY + ": no token proposed",
+    ),
 }
 
 

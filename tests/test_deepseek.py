@@ -30,7 +30,6 @@ from course_pkg.models.deepseek import (
     deepseek_from_hf,
     deepseek_to_hf,
 )
-from course_pkg.models.gpt import generate
 from course_pkg.nn.latent_attention import (
     LatentCache,
     MultiHeadLatentAttention,
@@ -38,6 +37,11 @@ from course_pkg.nn.latent_attention import (
 from course_pkg.nn.moe import DeepSeekMoE
 from course_pkg.nn.rotary import RotaryEmbedding
 from tests import hf_peers
+from tests._helpers import (
+    assert_backward_reaches_every_parameter_on_meta,
+    refusals,
+    tiny_deepseek_v3,
+)
 from tests.hf_peers import redraw
 
 V, D, FFN, H, N = 50, 32, 64, 4, 3
@@ -166,17 +170,7 @@ def differences(exact: bool = False, **change) -> tuple[float, float]:
     """Max |ours - theirs| over the logits, and over the router logits."""
     theirs = in_float64(hf_model()) if exact else hf_model()
     ours = loaded(theirs, **change)
-    X = tokens()
-    with torch.no_grad():
-        expected = theirs(X, output_router_logits=True)
-        got = ours(X)
-    routers = max(
-        (a - b).abs().max().item()
-        for a, b in zip(
-            ours.router_logits, expected.router_logits, strict=True
-        )
-    )
-    return (got - expected.logits).abs().max().item(), routers
+    return hf_peers.logit_and_router_gaps(ours, theirs, tokens())
 
 
 @pytest.mark.numerics
@@ -262,67 +256,38 @@ def test_the_cache_holds_the_latent_and_one_rope_key_a_position():
 
 def test_round_trip_is_exact():
     state = hf_model().state_dict()
-    back = deepseek_to_hf(deepseek_from_hf(state))
-    assert back.keys() == state.keys()
-    assert all(torch.equal(back[name], state[name]) for name in state)
+    hf_peers.assert_same_state(deepseek_to_hf(deepseek_from_hf(state)), state)
     ours = our_model().state_dict()
-    again = deepseek_from_hf(deepseek_to_hf(ours))
-    assert again.keys() == ours.keys()
-    assert all(torch.equal(again[name], ours[name]) for name in ours)
+    hf_peers.assert_same_state(deepseek_from_hf(deepseek_to_hf(ours)), ours)
 
 
 def test_cached_chunks_equal_one_forward():
     ours = loaded(hf_model())
-    X = tokens()
-    with torch.no_grad():
-        whole = ours(X)
-        first, cache = ours.forward_with_cache(X[:, :15])
-        second, cache = ours.forward_with_cache(X[:, 15:16], cache)
-        third, _ = ours.forward_with_cache(X[:, 16:], cache)
-    assert (
-        torch.cat([first, second, third], 1) - whole
-    ).abs().max() <= EXACT_BOUND
+    assert hf_peers.chunked_gap(ours, tokens(), 15, 16) <= EXACT_BOUND
 
 
 def test_greedy_generation_equals_hugging_face():
     theirs = hf_model()
-    ours = loaded(theirs)
     prompt = tokens(length=20)
-    with torch.no_grad():
-        expected = theirs.generate(prompt, max_new_tokens=30, do_sample=False)
-    got = generate(ours, prompt, 30, top_k=1)
-    assert torch.equal(got, expected)
+    hf_peers.assert_greedy_equals_theirs(loaded(theirs), theirs, prompt, 30)
 
 
 def test_meta_forward_and_backward():
     with torch.device("meta"):
-        model = DeepSeekV3(
-            V, 8, 16, 2, 2, 16, kv_rank=4, nope_width=2, rope_width=2, value_width=3,
-            q_rank=5, expert_width=4, num_experts=4, top_k=2, num_groups=2,
-        )  # fmt: skip
+        model = tiny_deepseek_v3(V, q_rank=5)
         out = model(torch.zeros(2, 7, dtype=torch.long)).sum()
         moe = DeepSeekMoE(8, 4, 4, 2, num_groups=2)
         out = out + moe(torch.zeros(2, 5, 8)).sum()
-    out.backward()
-    params = list(model.parameters()) + list(moe.parameters())
-    assert all(
-        p.grad is not None and p.grad.device.type == "meta" for p in params
-    )
+    assert_backward_reaches_every_parameter_on_meta(out, model, moe)
 
 
-@pytest.mark.parametrize(
-    ("change", "error", "name"),
-    [
-        (dict(rope_width=3), ValueError, "rope_width"),
-        (dict(kv_rank=0), ValueError, "kv_rank"),
-        (dict(num_groups=3), ValueError, "num_groups"),
-        (dict(top_groups=5), ValueError, "top_groups"),
-        (dict(top_k=9), ValueError, "top_k"),
-        (dict(routed_scale=0.0), ValueError, "routed_scale"),
-        (dict(num_dense=4), ValueError, "num_dense"),
-        (dict(norm_topk_prob=1), TypeError, "norm_topk_prob"),
-    ],
-)
+BAD_CONFIGS = refusals(
+    ValueError, rope_width=3, kv_rank=0, num_groups=3, top_groups=5, top_k=9,
+    routed_scale=0.0, num_dense=4,
+) + refusals(TypeError, norm_topk_prob=1)  # fmt: skip
+
+
+@pytest.mark.parametrize(("change", "error", "name"), BAD_CONFIGS)
 def test_bad_configs_are_refused(change, error, name):
     state = torch.random.get_rng_state()
     with pytest.raises(error, match=name):

@@ -53,6 +53,7 @@ from course_pkg.nn.moe import DeepSeekMoE, MoEFeedForward
 from course_pkg.nn.relative_position import RelativePositionBias
 from course_pkg.nn.rope_scaling import Llama3RotaryEmbedding
 from course_pkg.nn.rotary import RotaryEmbedding
+from tests._helpers import TINY_DECODER, tiny_deepseek_v3
 
 ABSTRACT = {
     encoder_decoder.Encoder,
@@ -255,12 +256,7 @@ FORWARDS = {
         11, 8, 16, 4, 2, 0.1, num_kv_heads=2, norm="rms", placement="pre"
     ).to(d)(_tokens(d)),
     llama.Llama: lambda d: llama.Llama(
-        vocab_size=11,
-        num_hiddens=8,
-        ffn_num_hiddens=16,
-        num_heads=2,
-        num_blks=2,
-        num_kv_heads=1,
+        **TINY_DECODER,
         rope_type="llama3",
         rope_original_max_len=4,
         qk_norm=True,
@@ -297,22 +293,9 @@ FORWARDS = {
         ),
         DeepSeekMoE(8, 4, 4, 2),
     ).to(d)(_x(d, 2, 5, 8))[0],
-    deepseek.DeepSeekV3: lambda d: deepseek.DeepSeekV3(
-        11,
-        8,
-        16,
-        2,
-        2,
-        16,
-        kv_rank=4,
-        nope_width=2,
-        rope_width=2,
-        value_width=3,
-        expert_width=4,
-        num_experts=4,
-        top_k=2,
-        num_groups=2,
-    ).to(d)(_tokens(d, steps=7)),  # fmt: skip
+    deepseek.DeepSeekV3: lambda d: tiny_deepseek_v3().to(d)(
+        _tokens(d, steps=7)
+    ),
     t5.T5: lambda d: t5.T5(
         11, 8, 16, 2, 3, 1, num_buckets=4, max_distance=8
     ).to(d)(_tokens(d, steps=7), _tokens(d, steps=5)),

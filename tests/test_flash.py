@@ -268,6 +268,21 @@ def test_meta_device_forward_and_backward():
     assert q.grad.shape == q.shape and v.grad.device == meta
 
 
+def flash_arguments(
+    num_queries: int, num_keys: int, width: int, block: int, **change
+) -> dict:
+    """Valid arguments of a flash attention (one batch of 2 heads, random, no lengths, not
+    causal, square blocks of block), then change."""
+    arguments = dict(
+        queries=torch.randn(1, 2, num_queries, width),
+        keys=torch.randn(1, 2, num_keys, width),
+        values=torch.randn(1, 2, num_keys, width),
+        valid_lens=None, causal=False, block_q=block, block_k=block,
+    )  # fmt: skip
+    arguments.update(change)
+    return arguments
+
+
 @pytest.mark.parametrize(
     "change, error, message",
     [
@@ -299,18 +314,8 @@ def test_meta_device_forward_and_backward():
     ],
 )
 def test_bad_input_is_refused_with_the_argument_named(change, error, message):
-    arguments = dict(
-        queries=torch.randn(1, 2, 4, 8),
-        keys=torch.randn(1, 2, 5, 8),
-        values=torch.randn(1, 2, 5, 8),
-        valid_lens=None,
-        causal=False,
-        block_q=4,
-        block_k=4,
-    )
-    arguments.update(change)
     with pytest.raises(error, match=message):
-        flash_attention(**arguments)
+        flash_attention(**flash_arguments(4, 5, 8, 4, **change))
 
 
 # ------------------------------------------------ non-finite numbers in padding

@@ -45,6 +45,7 @@ from tests.conftest import CUDA  # noqa: E402
 from tests.test_flash import (  # noqa: E402
     FORWARD_BOUND,
     GRADIENT_BOUND,
+    flash_arguments,
     inputs,
     reference,
     sdpa_mask,
@@ -54,79 +55,36 @@ DEVICES = ["cpu", CUDA] if flash_triton.INTERPRETED else [CUDA]
 
 # (B, H, Q, K, d, valid_lens, causal, block_q, block_k, dtype); T <= 128.
 f32, f64 = torch.float32, torch.float64
+# fmt: off
 CASES = {
     "plain": (1, 2, 64, 64, 32, None, False, 32, 32, f32),
     "T=100, not a multiple": (2, 1, 100, 100, 16, None, False, 32, 32, f32),
     "causal": (1, 1, 128, 128, 32, None, True, 32, 64, f32),
     "causal, Q < K": (1, 2, 40, 90, 16, None, True, 32, 32, f32),
     "lengths (B,) with 0": (
-        2,
-        1,
-        70,
-        70,
-        16,
-        torch.tensor([0, 33]),
-        False,
-        32,
-        32,
-        f32,
-    ),  # fmt: skip
+        2, 1, 70, 70, 16, torch.tensor([0, 33]), False, 32, 32, f32,
+    ),
     "lengths (B, Q)": (
-        1,
-        1,
-        33,
-        50,
-        16,
-        torch.arange(33)[None] % 7,
-        False,
-        32,
-        32,
-        f32,
-    ),  # fmt: skip
+        1, 1, 33, 50, 16, torch.arange(33)[None] % 7, False, 32, 32, f32,
+    ),
     "causal with lengths": (
-        2,
-        1,
-        64,
-        64,
-        32,
-        torch.tensor([64, 20]),
-        True,
-        32,
-        32,
-        f32,
-    ),  # fmt: skip
+        2, 1, 64, 64, 32, torch.tensor([64, 20]), True, 32, 32, f32,
+    ),
     "d=64, blocks 64 x 32": (1, 1, 96, 96, 64, None, False, 64, 32, f32),
     # the causal loops split where the diagonal starts: tiles of unequal
     # heights, Q < K, lengths not multiples of either
     "causal, 16 x 32, Q < K": (1, 1, 45, 77, 16, None, True, 16, 32, f32),
     "causal, 32 x 16": (1, 2, 77, 77, 16, None, True, 32, 16, f32),
     "causal, 64 x 16, Q < K, lengths": (
-        2,
-        1,
-        50,
-        99,
-        16,
-        torch.tensor([99, 30]),
-        True,
-        64,
-        16,
-        f32,
-    ),  # fmt: skip
+        2, 1, 50, 99, 16, torch.tensor([99, 30]), True, 64, 16, f32,
+    ),
     "float64": (1, 2, 50, 50, 16, None, False, 32, 32, f64),
     "float64 causal": (1, 1, 96, 96, 32, None, True, 32, 32, f64),
     "float64 causal, lengths, Q < K": (
-        2,
-        1,
-        30,
-        61,
-        16,
-        torch.tensor([61, 0]),
-        True,
-        32,
-        32,
-        f64,
-    ),  # fmt: skip
+        2, 1, 30, 61, 16, torch.tensor([61, 0]), True, 32, 32, f64,
+    ),
 }
+# fmt: on
 
 
 def _case(name, device):
@@ -186,17 +144,7 @@ def test_half_precision_kernels_on_a_gpu(dtype):
 
 
 def _arguments(**change):
-    arguments = dict(
-        queries=torch.randn(1, 2, 40, 16),
-        keys=torch.randn(1, 2, 40, 16),
-        values=torch.randn(1, 2, 40, 16),
-        valid_lens=None,
-        causal=False,
-        block_q=32,
-        block_k=32,
-    )
-    arguments.update(change)
-    return arguments
+    return flash_arguments(40, 40, 16, 32, **change)
 
 
 BAD = {

@@ -31,9 +31,12 @@ from course_pkg.models.gemma import (
     gemma_from_hf,
     gemma_to_hf,
 )
-from course_pkg.models.gpt import generate
 from course_pkg.nn.modern_blocks import GeGLUFFN
 from tests import hf_peers
+from tests._helpers import (
+    assert_backward_reaches_every_parameter_on_meta,
+    refusals,
+)
 from tests.hf_peers import redraw
 
 V, D, F, H, G, N, HEAD = 50, 32, 64, 4, 2, 6, 12
@@ -188,33 +191,21 @@ def test_round_trip_is_exact():
         tolerance = 4 * 2.0**-53 if "norm" in name else 0
         assert (back[name] - state[name]).abs().max() <= tolerance, name
     ours = our_model().state_dict()
-    again = gemma_from_hf(gemma_to_hf(ours, H), H)
-    assert again.keys() == ours.keys()
-    assert all(torch.equal(again[name], ours[name]) for name in ours)
+    hf_peers.assert_same_state(gemma_from_hf(gemma_to_hf(ours, H), H), ours)
 
 
-def test_cached_chunks_equal_one_forward():
+# where the sequence is cut: a long chunk, one position, the rest; and single positions that
+# step past the window's width (6) on the cache
+@pytest.mark.parametrize("cuts", [(15, 16), (5, 6, 7, 8)], ids=str)
+def test_cached_chunks_equal_one_forward(cuts):
     ours = loaded(hf_model())
-    X = tokens()
-    with torch.no_grad():
-        whole = ours(X)
-        first, cache = ours.forward_with_cache(X[:, :15])
-        second, cache = ours.forward_with_cache(X[:, 15:16], cache)
-        third, _ = ours.forward_with_cache(X[:, 16:], cache)
-    assert (
-        torch.cat([first, second, third], 1) - whole
-    ).abs().max() <= EXACT_BOUND
+    assert hf_peers.chunked_gap(ours, tokens(), *cuts) <= EXACT_BOUND
 
 
 def test_greedy_generation_equals_hugging_face():
     theirs = hf_model()
-    ours = loaded(theirs)
     prompt = tokens(length=20)
-    with torch.no_grad():
-        expected = theirs.generate(prompt, max_new_tokens=30, do_sample=False)
-    got = generate(ours, prompt, 30, top_k=1)
-    assert got.shape == (2, 50)
-    assert torch.equal(got, expected)
+    hf_peers.assert_greedy_equals_theirs(loaded(theirs), theirs, prompt, 30)
 
 
 def test_geglu_equals_gemmas_mlp():
@@ -235,25 +226,20 @@ def test_meta_forward_and_backward():
         block = GemmaBlock(8, 16, 2, 1, head_width=6, sliding_window=3)
         out = model(torch.zeros(2, 7, dtype=torch.long)).sum()
         out = out + block(torch.zeros(2, 5, 8))[0].sum()
-    out.backward()
-    params = list(model.parameters()) + list(block.parameters())
-    assert all(
-        p.grad is not None and p.grad.device.type == "meta" for p in params
-    )
+    assert_backward_reaches_every_parameter_on_meta(out, model, block)
 
 
-@pytest.mark.parametrize(
-    ("change", "error", "name"),
-    [
-        (dict(sliding_window=0), ValueError, "sliding_window"),
-        (dict(global_every=0), ValueError, "global_every"),
-        (dict(global_every=1.5), TypeError, "global_every"),
-        (dict(head_width=7), ValueError, "head_width"),
-        (dict(rope_scale=0.0), ValueError, "rope_scale"),
-        (dict(local_rope_base=1.0), ValueError, "local_rope_base"),
-        (dict(dropout=0.1), ValueError, "dropout"),
-    ],
-)
+BAD_CONFIGS = [
+    *refusals(ValueError, sliding_window=0, global_every=0),
+    *refusals(TypeError, global_every=1.5),
+    *refusals(
+        ValueError, head_width=7, rope_scale=0.0, local_rope_base=1.0,
+        dropout=0.1,
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("change", "error", "name"), BAD_CONFIGS)
 def test_bad_configs_are_refused(change, error, name):
     options = dict(
         head_width=HEAD, sliding_window=WINDOW, global_every=GLOBAL_EVERY

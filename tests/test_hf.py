@@ -42,6 +42,7 @@ from course_pkg.models.hf_weights import (  # noqa: E402
     gpt2_from_hf,
     gpt2_to_hf,
 )
+from tests import hf_peers  # noqa: E402
 
 # float64 against float64: measured 1.6e-15 to 7.5e-15 on logits up to 6.8 in size (GPT-2, both
 # attention paths, padded or not) and 8.9e-16 to 3.0e-15 on BERT's hidden states (up to 3.6) and
@@ -51,8 +52,16 @@ BOUND = 1e-12
 WRONG = 1e-6
 WEIGHT_STD = 0.3
 
-# (n_layer, n_head, n_embd, vocab_size, n_positions, n_inner): one and several heads, the
-# default FFN width 4 D and another.
+# GPT2Config's fields, the sizes GPT2_CONFIGS gives, and those of its fields that GPT2 takes, in
+# the order of its arguments (the last two: ffn_num_hiddens and eps)
+GPT2_FIELDS = (
+    "n_layer", "n_head", "n_embd", "vocab_size", "n_positions", "n_inner"
+)  # fmt: skip
+OUR_GPT2 = (
+    "vocab_size", "n_embd", "n_head", "n_layer", "n_positions", "n_inner",
+    "layer_norm_epsilon",
+)  # fmt: skip
+# one and several heads, the default FFN width 4 D and another
 GPT2_CONFIGS = [
     (2, 4, 32, 50, 24, None),
     (3, 2, 16, 37, 20, 24),
@@ -85,54 +94,40 @@ def _redraw(model: nn.Module, seed: int) -> None:
         parameter.copy_(noise * WEIGHT_STD + (1.0 if is_gain else 0.0))
 
 
-def _theirs(model: nn.Module, seed: int) -> nn.Module:
-    """A Hugging Face model in float64, its weights redrawn, in eval mode."""
-    model = model.double()
+def _theirs(
+    model_class: type, config_class: type, fields: tuple, config: tuple,
+    seed: int, **fixed,
+) -> nn.Module:  # fmt: skip
+    """A Hugging Face model in float64, its weights redrawn, in eval mode; its config: the
+    values of config for fields, and fixed."""
+    torch.manual_seed(seed)
+    settings = dict(zip(fields, config, strict=True), **fixed)
+    model = model_class(config_class(**settings)).double()
     _redraw(model, seed)
     return model.eval()
 
 
-def _ours(model: nn.Module, state_dict: dict) -> nn.Module:
-    """Our model in float64 with the converted weights, in eval mode."""
-    model = model.double()
-    model.load_state_dict(state_dict)
+def _ours(
+    model_class: type, theirs: nn.Module, fields: tuple, convert
+) -> nn.Module:
+    """Our model_class in float64 with their converted weights, in eval mode, sized by their
+    config's fields: the positional arguments, then the FFN's width and the norms' eps."""
+    *sizes, ffn, eps = (getattr(theirs.config, name) for name in fields)
+    model = model_class(*sizes, ffn_num_hiddens=ffn, eps=eps).double()
+    model.load_state_dict(convert(theirs.state_dict()))
     return model.eval()
 
 
 def hf_gpt2(config: tuple, seed: int = 0) -> GPT2LMHeadModel:
-    n_layer, n_head, n_embd, vocab_size, n_positions, n_inner = config
-    torch.manual_seed(seed)
-    model = GPT2LMHeadModel(
-        GPT2Config(
-            n_layer=n_layer,
-            n_head=n_head,
-            n_embd=n_embd,
-            vocab_size=vocab_size,
-            n_positions=n_positions,
-            n_inner=n_inner,
-            resid_pdrop=0.0,
-            embd_pdrop=0.0,
-            attn_pdrop=0.0,
-            bos_token_id=0,
-            eos_token_id=0,
-            pad_token_id=0,
-        )
-    )
-    return _theirs(model, seed)
+    return _theirs(
+        GPT2LMHeadModel, GPT2Config, GPT2_FIELDS, config, seed,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0,
+        eos_token_id=0, pad_token_id=0,
+    )  # fmt: skip
 
 
 def ours_gpt2(theirs: GPT2LMHeadModel) -> GPT2:
-    config = theirs.config
-    model = GPT2(
-        config.vocab_size,
-        config.n_embd,
-        config.n_head,
-        config.n_layer,
-        config.n_positions,
-        ffn_num_hiddens=config.n_inner,
-        eps=config.layer_norm_epsilon,
-    )
-    return _ours(model, gpt2_from_hf(theirs.state_dict()))
+    return _ours(GPT2, theirs, OUR_GPT2, gpt2_from_hf)
 
 
 def ids(
@@ -275,24 +270,24 @@ def test_the_gpt2_bound_catches_wrong_variants():
         assert gap > WRONG, (name, gap)
 
 
+def _assert_round_trips(ours, theirs, to_hf, from_hf) -> None:
+    """Our state dict and theirs each come back bit for bit from the other's names."""
+    state = ours.state_dict()
+    hf_peers.assert_same_state(from_hf(to_hf(state)), state)
+    hf_state = theirs.state_dict()
+    hf_peers.assert_same_state(to_hf(from_hf(hf_state)), hf_state)
+
+
 def test_gpt2_state_dict_round_trips_exactly():
     theirs = hf_gpt2(GPT2_CONFIGS[1])
     ours = ours_gpt2(theirs)
     assert (
         ours.dense[1].weight is ours.embedding.weight
     )  # loading keeps the tie
-    back = gpt2_from_hf(gpt2_to_hf(ours.state_dict()))
-    assert back.keys() == ours.state_dict().keys()
-    assert all(torch.equal(back[k], v) for k, v in ours.state_dict().items())
-    hf_state = theirs.state_dict()
-    hf_back = gpt2_to_hf(gpt2_from_hf(hf_state))
-    assert hf_back.keys() == hf_state.keys()
-    assert all(torch.equal(hf_back[k], v) for k, v in hf_state.items())
+    _assert_round_trips(ours, theirs, gpt2_to_hf, gpt2_from_hf)
     # GPT2Model's state dict (no output layer, no "transformer." prefix) gives the same
     body = gpt2_from_hf(theirs.transformer.state_dict())
-    assert body.keys() == back.keys() and all(
-        torch.equal(body[k], v) for k, v in back.items()
-    )
+    hf_peers.assert_same_state(body, ours.state_dict())
     # and a fresh Hugging Face model loads ours strictly
     fresh = hf_gpt2(GPT2_CONFIGS[1], seed=9)
     fresh.load_state_dict(gpt2_to_hf(ours.state_dict()))
@@ -328,41 +323,27 @@ def test_gpt2_converter_refuses_another_models_state_dict():
 
 # ------------------------------------------------------------------------------ BERT
 
-# (num_hidden_layers, num_attention_heads, hidden_size, vocab_size, max_position_embeddings,
-# intermediate_size)
+# BertConfig's fields, the sizes BERT_CONFIGS gives, and those PublishedBERT takes (as GPT-2's)
+BERT_FIELDS = (
+    "num_hidden_layers", "num_attention_heads", "hidden_size", "vocab_size",
+    "max_position_embeddings", "intermediate_size",
+)  # fmt: skip
+OUR_BERT = (
+    "vocab_size", "hidden_size", "num_attention_heads", "num_hidden_layers",
+    "max_position_embeddings", "intermediate_size", "layer_norm_eps",
+)  # fmt: skip
 BERT_CONFIGS = [(2, 4, 32, 30, 16, 64), (1, 2, 16, 23, 12, 40)]
 
 
 def hf_bert(config: tuple, seed: int = 0) -> BertModel:
-    layers, heads, width, vocab_size, max_len, ffn = config
-    torch.manual_seed(seed)
-    model = BertModel(
-        BertConfig(
-            vocab_size=vocab_size,
-            hidden_size=width,
-            num_hidden_layers=layers,
-            num_attention_heads=heads,
-            intermediate_size=ffn,
-            max_position_embeddings=max_len,
-            hidden_dropout_prob=0.0,
-            attention_probs_dropout_prob=0.0,
-        )
-    )
-    return _theirs(model, seed)
+    return _theirs(
+        BertModel, BertConfig, BERT_FIELDS, config, seed,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+    )  # fmt: skip
 
 
 def ours_bert(theirs: BertModel) -> PublishedBERT:
-    config = theirs.config
-    model = PublishedBERT(
-        config.vocab_size,
-        config.hidden_size,
-        config.num_attention_heads,
-        config.num_hidden_layers,
-        config.max_position_embeddings,
-        ffn_num_hiddens=config.intermediate_size,
-        eps=config.layer_norm_eps,
-    )
-    return _ours(model, bert_from_hf(theirs.state_dict()))
+    return _ours(PublishedBERT, theirs, OUR_BERT, bert_from_hf)
 
 
 def bert_inputs(
@@ -445,14 +426,7 @@ def test_the_bert_bound_catches_wrong_variants():
 
 def test_bert_state_dict_round_trips_exactly():
     theirs = hf_bert(BERT_CONFIGS[0])
-    ours = ours_bert(theirs)
-    back = bert_from_hf(bert_to_hf(ours.state_dict()))
-    assert back.keys() == ours.state_dict().keys()
-    assert all(torch.equal(back[k], v) for k, v in ours.state_dict().items())
-    hf_state = theirs.state_dict()
-    hf_back = bert_to_hf(bert_from_hf(hf_state))
-    assert hf_back.keys() == hf_state.keys()
-    assert all(torch.equal(hf_back[k], v) for k, v in hf_state.items())
+    _assert_round_trips(ours_bert(theirs), theirs, bert_to_hf, bert_from_hf)
 
 
 # -------------------------------------------------------------- wrong shapes
@@ -473,51 +447,37 @@ def _refused(convert, state, key, target):
     assert all(torch.equal(after[k], v) for k, v in target_before.items())
 
 
-def _gpt2_wrong_shapes(hf_state: dict, our_state: dict):
-    """(converter, state dict, key, target kind): one tensor of a wrong shape
+def _gpt2_wrong_shapes(ours: GPT2, theirs: GPT2LMHeadModel):
+    """(converter, state dict, key, target model): one tensor of a wrong shape
     each, shapes a reshape, split or transpose would have taken silently."""
+    hf_state, our_state = theirs.state_dict(), ours.state_dict()
     D = our_state["embedding.weight"].shape[1]
     c_attn = "transformer.h.0.attn.c_attn.weight"
     yield (
         gpt2_from_hf,
         {**hf_state, c_attn: hf_state[c_attn].t()},
         c_attn,
-        "ours",
+        ours,
     )
     longer = torch.zeros(D, 3 * D + 3, dtype=torch.float64)
-    yield gpt2_from_hf, {**hf_state, c_attn: longer}, c_attn, "ours"
+    yield gpt2_from_hf, {**hf_state, c_attn: longer}, c_attn, ours
     bias = "transformer.h.0.attn.c_attn.bias"
-    yield gpt2_from_hf, {**hf_state, bias: hf_state[bias][:-3]}, bias, "ours"
+    yield gpt2_from_hf, {**hf_state, bias: hf_state[bias][:-3]}, bias, ours
     fc = "transformer.h.0.mlp.c_proj.weight"
-    yield gpt2_from_hf, {**hf_state, fc: hf_state[fc].t()}, fc, "ours"
+    yield gpt2_from_hf, {**hf_state, fc: hf_state[fc].t()}, fc, ours
     head = "lm_head.weight"
-    yield gpt2_from_hf, {**hf_state, head: hf_state[head][:-1]}, head, "ours"
+    yield gpt2_from_hf, {**hf_state, head: hf_state[head][:-1]}, head, ours
     W_q = "blks.0.attention.W_q.weight"
-    yield gpt2_to_hf, {**our_state, W_q: our_state[W_q][:-1]}, W_q, "theirs"
+    yield gpt2_to_hf, {**our_state, W_q: our_state[W_q][:-1]}, W_q, theirs
     dense = "blks.0.ffn.dense1.weight"
-    yield (
-        gpt2_to_hf,
-        {**our_state, dense: our_state[dense].t()},
-        dense,
-        "theirs",
-    )
+    yield gpt2_to_hf, {**our_state, dense: our_state[dense].t()}, dense, theirs
 
 
-def test_gpt2_converters_refuse_a_tensor_of_the_wrong_shape():
-    theirs = hf_gpt2(GPT2_CONFIGS[1])
-    ours = ours_gpt2(theirs)
-    hf_state, our_state = theirs.state_dict(), ours.state_dict()
-    for convert, state, key, target in _gpt2_wrong_shapes(hf_state, our_state):
-        model = ours if target == "ours" else theirs
-        _refused(convert, state, re.escape(key), model)
-
-
-def test_bert_converters_refuse_a_tensor_of_the_wrong_shape():
-    theirs = hf_bert(BERT_CONFIGS[0])
-    ours = ours_bert(theirs)
+def _bert_wrong_shapes(ours: PublishedBERT, theirs: BertModel) -> list:
+    """(converter, state dict, key, target model), as _gpt2_wrong_shapes."""
     hf_state, our_state = theirs.state_dict(), ours.state_dict()
     table = our_state["pos_embedding"]
-    cases = [
+    return [
         # two tables stacked: table[0] would have dropped the second
         (bert_to_hf, {**our_state, "pos_embedding": table.repeat(2, 1, 1)},
          "pos_embedding", theirs),
@@ -536,5 +496,27 @@ def test_bert_converters_refuse_a_tensor_of_the_wrong_shape():
                         hf_state["pooler.dense.bias"][:-1]},
          "pooler.dense.bias", ours),
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("make_theirs", "make_ours", "wrong_shapes"),
+    [
+        pytest.param(
+            lambda: hf_gpt2(GPT2_CONFIGS[1]), ours_gpt2, _gpt2_wrong_shapes,
+            id="gpt2",
+        ),
+        pytest.param(
+            lambda: hf_bert(BERT_CONFIGS[0]), ours_bert, _bert_wrong_shapes,
+            id="bert",
+        ),
+    ],
+)  # fmt: skip
+def test_converters_refuse_a_tensor_of_the_wrong_shape(
+    make_theirs, make_ours, wrong_shapes
+):
+    theirs = make_theirs()
+    ours = make_ours(theirs)
+    cases = list(wrong_shapes(ours, theirs))
+    assert len(cases) >= 6
     for convert, state, key, model in cases:
         _refused(convert, state, re.escape(key), model)

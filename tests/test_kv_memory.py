@@ -13,6 +13,7 @@ from course_pkg.inference.kv_memory import (
     weight_bytes,
 )
 from course_pkg.nn.grouped_query import GroupedQueryAttention
+from tests._helpers import refusals
 
 
 def test_bytes_per_token_by_hand():
@@ -55,15 +56,14 @@ def test_weights_and_ratios():
     assert all(c.source for c in PUBLISHED_CONFIGS)
 
 
-@pytest.mark.parametrize(
-    "kwargs, error, word",
-    [
-        (dict(num_layers=0), ValueError, "num_layers"),
-        (dict(head_width=1.5), TypeError, "head_width"),
-        (dict(window=0), ValueError, "window"),
-        (dict(num_kv_heads=3), ValueError, "num_kv_heads"),
-    ],
-)
+BAD_CONFIGS = [
+    *refusals(ValueError, num_layers=0),
+    *refusals(TypeError, head_width=1.5),
+    *refusals(ValueError, window=0, num_kv_heads=3),
+]
+
+
+@pytest.mark.parametrize("kwargs, error, word", BAD_CONFIGS)
 def test_bad_config(kwargs, error, word):
     sizes = dict(
         name="x", num_layers=2, num_heads=4, num_kv_heads=2, head_width=8

@@ -36,7 +36,6 @@ from transformers import (
 )
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-from course_pkg.models.gpt import generate
 from course_pkg.models.llama import (
     Llama,
     LlamaAttention,
@@ -102,6 +101,12 @@ def hf_model(
     return redraw(model.to(torch.float64).eval(), seed)
 
 
+def float64_llama(**options) -> Llama:
+    """Our Llama of this file's sizes with those options, in float64, in eval mode."""
+    model = Llama(V, D, F, H, N, G, max_len=MAX_LEN, **options)
+    return model.to(torch.float64).eval()
+
+
 def our_model(kind: str, **change) -> Llama:
     """Our Llama of that kind (float64), options overridden by ``change``."""
     options = dict(
@@ -115,11 +120,7 @@ def our_model(kind: str, **change) -> Llama:
         norm_eps=EPS,
     )
     options.update(change)
-    return (
-        Llama(V, D, F, H, N, G, max_len=MAX_LEN, **options)
-        .to(torch.float64)
-        .eval()
-    )
+    return float64_llama(**options)
 
 
 def in_float64(model: torch.nn.Module) -> torch.nn.Module:
@@ -254,38 +255,25 @@ def test_wrong_variants_miss_the_bound(kind, wrong):
 def test_round_trip_is_exact(kind):
     state = hf_model(kind).state_dict()
     back = llama_to_hf(llama_from_hf(state, num_heads=H), num_heads=H)
-    assert back.keys() == state.keys()
-    assert all(torch.equal(back[name], state[name]) for name in state)
+    hf_peers.assert_same_state(back, state)
     ours = our_model(kind).state_dict()
     again = llama_from_hf(llama_to_hf(ours, num_heads=H), num_heads=H)
-    assert again.keys() == ours.keys()
-    assert all(torch.equal(again[name], ours[name]) for name in ours)
+    hf_peers.assert_same_state(again, ours)
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_cached_chunks_equal_one_forward(kind, float64):
     ours = our_model(kind)
-    X = tokens()
-    with torch.no_grad():
-        whole = ours(X)
-        first, cache = ours.forward_with_cache(X[:, :30])
-        second, cache = ours.forward_with_cache(X[:, 30:31], cache)
-        third, _ = ours.forward_with_cache(X[:, 31:], cache)
-    assert (
-        torch.cat([first, second, third], 1) - whole
-    ).abs().max() <= EXACT_BOUND
+    assert hf_peers.chunked_gap(ours, tokens(), 30, 31) <= EXACT_BOUND
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_greedy_generation_equals_hugging_face(kind):
     theirs = hf_model(kind)
-    ours = loaded(kind, theirs)
     prompt = tokens(length=40)
-    with torch.no_grad():
-        expected = theirs.generate(prompt, max_new_tokens=40, do_sample=False)
-    got = generate(ours, prompt, 40, top_k=1)
-    assert got.shape == (2, 80)
-    assert torch.equal(got, expected)
+    hf_peers.assert_greedy_equals_theirs(
+        loaded(kind, theirs), theirs, prompt, 40
+    )
 
 
 def _meta_cases():
@@ -498,11 +486,7 @@ def our_moe(kind: str, **change) -> Llama:
         norm_topk_prob=kind == "mixtral",
     )  # fmt: skip
     options.update(change)
-    return (
-        Llama(V, D, F, H, N, G, max_len=MAX_LEN, **options)
-        .to(torch.float64)
-        .eval()
-    )
+    return float64_llama(**options)
 
 
 def router_in_float64(model: torch.nn.Module) -> torch.nn.Module:
@@ -532,17 +516,7 @@ def moe_differences(
     theirs = router_in_float64(hf_moe(kind)) if exact else hf_moe(kind)
     ours = our_moe(kind, **change)
     ours.load_state_dict(llama_from_hf(theirs.state_dict(), num_heads=H))
-    X = tokens()
-    with torch.no_grad():
-        expected = theirs(X, output_router_logits=True)
-        got = ours(X)
-    routers = max(
-        (a - b).abs().max().item()
-        for a, b in zip(
-            ours.router_logits, expected.router_logits, strict=True
-        )
-    )
-    return (got - expected.logits).abs().max().item(), routers
+    return hf_peers.logit_and_router_gaps(ours, theirs, tokens())
 
 
 @pytest.mark.numerics
@@ -578,8 +552,7 @@ def test_moe_round_trip_is_exact_and_loads_into_hugging_face(kind):
     theirs = hf_moe(kind)
     state = theirs.state_dict()
     back = llama_to_hf(llama_from_hf(state, num_heads=H), num_heads=H)
-    assert back.keys() == state.keys()
-    assert all(torch.equal(back[name], state[name]) for name in state)
+    hf_peers.assert_same_state(back, state)
     ours = our_moe(kind)
     theirs.load_state_dict(llama_to_hf(ours.state_dict(), num_heads=H))
     X = tokens()
@@ -593,10 +566,7 @@ def test_moe_greedy_generation_equals_hugging_face(kind):
     ours = our_moe(kind)
     ours.load_state_dict(llama_from_hf(theirs.state_dict(), num_heads=H))
     prompt = tokens(length=20)
-    with torch.no_grad():
-        expected = theirs.generate(prompt, max_new_tokens=30, do_sample=False)
-    got = generate(ours, prompt, 30, top_k=1)
-    assert torch.equal(got, expected)
+    hf_peers.assert_greedy_equals_theirs(ours, theirs, prompt, 30)
 
 
 def test_moe_model_on_meta_and_its_refusals():

@@ -248,6 +248,18 @@ def _model(V: int = 11, T: int = 8, seed: int = 0) -> GPT2:
     return GPT2(V, 16, 2, 1, T)
 
 
+def _stream() -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """A stream of 200 ids (0 to 10 again and again) and its validation
+    windows of 8 steps, 4 apart."""
+    tokens = torch.arange(200) % 11
+    return tokens, validation_windows(tokens, 8, 4)
+
+
+def _settings(**change) -> LMSettings:
+    """A short run of batches of 4 windows of 8 steps at lr 1e-2."""
+    return LMSettings(batch_size=4, num_steps=8, lr=1e-2, **change)
+
+
 def test_lm_loss_is_the_mean_cross_entropy_and_evaluate_averages_it(float64):
     model = _model().eval()
     X, Y = validation_windows(torch.arange(50) % 11, 8)  # (6, 8)
@@ -284,12 +296,8 @@ def test_adamw_decays_matrices_only_and_holds_the_tied_weight_once():
 
 
 def test_pretrain_lm_follows_the_schedule_and_is_repeatable():
-    tokens = torch.arange(200) % 11
-    valid = validation_windows(tokens, 8, 4)
-    settings = LMSettings(
-        batch_size=4, num_steps=8, num_updates=7, lr=1e-2, warmup_steps=2,
-        eval_every=3,
-    )  # fmt: skip
+    tokens, valid = _stream()
+    settings = _settings(num_updates=7, warmup_steps=2, eval_every=3)
     seen = []
     record = pretrain_lm(
         _model(), tokens, *valid, settings, progress=False,
@@ -414,15 +422,11 @@ def test_pretrain_lm_refuses_ids_outside_the_vocabulary_before_any_update(
 ):
     model = _model()
     before = {n: p.detach().clone() for n, p in model.state_dict().items()}
-    tokens = torch.arange(200) % 11
-    valid_X, valid_Y = validation_windows(tokens, 8, 4)
+    tokens, (valid_X, valid_Y) = _stream()
     arguments = dict(train_tokens=tokens, valid_X=valid_X, valid_Y=valid_Y)
     arguments[argument] = arguments[argument].clone()
     arguments[argument].view(-1)[-1] = bad  # one id, late in the stream
-    settings = LMSettings(
-        batch_size=4, num_steps=8, num_updates=30, lr=1e-2, warmup_steps=2,
-        eval_every=10,
-    )  # fmt: skip
+    settings = _settings(num_updates=30, warmup_steps=2, eval_every=10)
     with pytest.raises(ValueError, match=argument):
         pretrain_lm(model, settings=settings, progress=False, **arguments)
     after = model.state_dict()
@@ -430,12 +434,8 @@ def test_pretrain_lm_refuses_ids_outside_the_vocabulary_before_any_update(
 
 
 def test_aux_loss_joins_the_update_but_not_the_recorded_loss():
-    tokens = torch.arange(200) % 11
-    valid = validation_windows(tokens, 8, 4)
-    settings = LMSettings(
-        batch_size=4, num_steps=8, num_updates=5, lr=1e-2, warmup_steps=1,
-        eval_every=5,
-    )  # fmt: skip
+    tokens, valid = _stream()
+    settings = _settings(num_updates=5, warmup_steps=1, eval_every=5)
     calls = []
 
     def shrink(model):  # a large penalty on the weights' size

@@ -48,31 +48,25 @@ EXACT_BOUND = 1e-12
 # test_loss_equals_hf (losses of size ~1-3), bound ~10x. top_k=1 against 2 moves it by 0.99.
 LOSS_BOUND = 4e-6
 
+# what both blocks' configs share
+SHARED = dict(
+    hidden_size=D, num_attention_heads=2, num_key_value_heads=2,
+    experts_implementation="eager",
+)  # fmt: skip
 BLOCKS = {
     "mixtral": lambda k, norm: MixtralSparseMoeBlock(
         MixtralConfig(
-            hidden_size=D,
-            intermediate_size=F,
-            num_local_experts=E,
+            **SHARED, intermediate_size=F, num_local_experts=E,
             num_experts_per_tok=k,
-            num_attention_heads=2,
-            num_key_value_heads=2,
-            experts_implementation="eager",
         )
     ),
     "qwen3": lambda k, norm: Qwen3MoeSparseMoeBlock(
         Qwen3MoeConfig(
-            hidden_size=D,
-            moe_intermediate_size=F,
-            num_experts=E,
-            num_experts_per_tok=k,
-            norm_topk_prob=norm,
-            num_attention_heads=2,
-            num_key_value_heads=2,
-            experts_implementation="eager",
+            **SHARED, moe_intermediate_size=F, num_experts=E,
+            num_experts_per_tok=k, norm_topk_prob=norm,
         )
     ),
-}
+}  # fmt: skip
 # (block, top_k, norm_topk_prob): Mixtral always renormalises
 CASES = [
     ("mixtral", 2, True),

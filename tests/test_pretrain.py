@@ -7,19 +7,7 @@ import dataclasses
 import pytest
 import torch
 
-from course_pkg.data.bert_inputs import (
-    NUM_SPECIAL,
-    TASKS,
-    add_second_segment,
-    bert_vocab,
-    encode_sentences,
-    label_dataset,
-    translation_pairs,
-)
-from course_pkg.data.corpus import (
-    english_french_corpus,
-    english_sentence_labels,
-)
+from course_pkg.data import bert_inputs, corpus
 from course_pkg.experiments.bert_comparison import (
     compare_pretraining,
     new_bert,
@@ -47,8 +35,8 @@ FRENCH = [
 
 
 def test_vocab_specials_and_single_inputs():
-    vocab = bert_vocab(ENGLISH + FRENCH)
-    assert vocab.to_tokens(list(range(NUM_SPECIAL))) == [
+    vocab = bert_inputs.bert_vocab(ENGLISH + FRENCH)
+    assert vocab.to_tokens(list(range(bert_inputs.NUM_SPECIAL))) == [
         "<pad>",
         "<bos>",
         "<eos>",
@@ -57,7 +45,9 @@ def test_vocab_specials_and_single_inputs():
         "<sep>",
         "<mask>",
     ]
-    tokens, segments, valid_lens = encode_sentences(vocab, ENGLISH[:2], 7)
+    tokens, segments, valid_lens = bert_inputs.encode_sentences(
+        vocab, ENGLISH[:2], 7
+    )
     assert valid_lens.tolist() == [6, 7]
     assert (
         vocab.to_tokens(tokens[0])
@@ -65,27 +55,28 @@ def test_vocab_specials_and_single_inputs():
     )
     assert not segments.any()
     with pytest.raises(ValueError, match="num_steps"):
-        encode_sentences(vocab, ENGLISH[2:3], 5)
+        bert_inputs.encode_sentences(vocab, ENGLISH[2:3], 5)
 
 
 def test_encode_sentences_refuses_a_str_and_gives_long_lengths_when_empty():
-    vocab = bert_vocab(ENGLISH)
+    vocab = bert_inputs.bert_vocab(ENGLISH)
     with pytest.raises(TypeError, match="sentences"):
-        encode_sentences(vocab, "the cat sleeps .", 7)  # not 15 sentences
-    tokens, segments, valid_lens = encode_sentences(vocab, [], 7)
+        # a string, not 15 sentences
+        bert_inputs.encode_sentences(vocab, "the cat sleeps .", 7)
+    tokens, segments, valid_lens = bert_inputs.encode_sentences(vocab, [], 7)
     assert tokens.shape == segments.shape == (0, 7)
     assert valid_lens.shape == (0,) and valid_lens.dtype == torch.long
-    _, _, valid_lens, labels = label_dataset(vocab, [], 7, "tense")
+    _, _, valid_lens, labels = bert_inputs.label_dataset(vocab, [], 7, "tense")
     assert valid_lens.dtype == labels.dtype == torch.long
     with pytest.raises(TypeError, match="rows"):
-        label_dataset(vocab, "the cat sleeps .", 7, "tense")
+        bert_inputs.label_dataset(vocab, "the cat sleeps .", 7, "tense")
 
 
 def test_second_segment_follows_the_first_with_segment_one():
-    vocab = bert_vocab(ENGLISH + FRENCH)
-    first, _, first_lens = encode_sentences(vocab, ENGLISH[:2], 8)
+    vocab = bert_inputs.bert_vocab(ENGLISH + FRENCH)
+    first, _, first_lens = bert_inputs.encode_sentences(vocab, ENGLISH[:2], 8)
     seconds = [vocab[FRENCH[0].split()], vocab[FRENCH[1].split()]]
-    tokens, segments, valid_lens = add_second_segment(
+    tokens, segments, valid_lens = bert_inputs.add_second_segment(
         first, first_lens, seconds, vocab["<sep>"], vocab.pad, 14
     )
     assert vocab.to_tokens(tokens[0][: valid_lens[0]]) == (
@@ -95,13 +86,13 @@ def test_second_segment_follows_the_first_with_segment_one():
     assert valid_lens.tolist() == [11, 13]
     assert (tokens[0, 11:] == vocab.pad).all()
     with pytest.raises(ValueError, match="num_steps"):
-        add_second_segment(
+        bert_inputs.add_second_segment(
             first, first_lens, seconds, vocab["<sep>"], vocab.pad, 11
         )
 
 
 def test_translation_pairs_pair_half_with_their_translation_and_the_rest_elsewhere():
-    partner, is_translation = translation_pairs(
+    partner, is_translation = bert_inputs.translation_pairs(
         5000, torch.Generator().manual_seed(0)
     )
     own = torch.arange(5000)
@@ -111,26 +102,20 @@ def test_translation_pairs_pair_half_with_their_translation_and_the_rest_elsewhe
     )
     assert int(partner.min()) >= 0 and int(partner.max()) < 5000
     with pytest.raises(ValueError, match="num_pairs"):
-        translation_pairs(1, torch.Generator())
+        bert_inputs.translation_pairs(1, torch.Generator())
 
 
+# a BERT of width 8, one block, pretrained for 6 steps, fine-tuned for 40 epochs
 TINY = dataclasses.replace(
-    SETTINGS,
-    num_hiddens=8,
-    ffn_num_hiddens=16,
-    num_heads=2,
-    num_blks=1,
-    max_len=24,
-    batch_size=2,
-    pretrain_steps=6,
-    finetune_epochs=40,
+    SETTINGS, num_hiddens=8, ffn_num_hiddens=16, num_heads=2, num_blks=1,
+    max_len=24, batch_size=2, pretrain_steps=6, finetune_epochs=40,
     finetune_batch_size=4,
-)
+)  # fmt: skip
 
 
 @pytest.mark.parametrize("use_pair", [False, True])
 def test_pretraining_is_repeatable_and_trains_every_head_it_uses(use_pair):
-    vocab = bert_vocab(ENGLISH + FRENCH)
+    vocab = bert_inputs.bert_vocab(ENGLISH + FRENCH)
 
     def run():
         torch.manual_seed(0)
@@ -180,8 +165,10 @@ def test_pretraining_is_repeatable_and_trains_every_head_it_uses(use_pair):
 
 
 def test_fine_tuning_fits_a_small_labelled_set():
-    vocab = bert_vocab(ENGLISH)
-    tokens, segments, valid_lens = encode_sentences(vocab, ENGLISH, 10)
+    vocab = bert_inputs.bert_vocab(ENGLISH)
+    tokens, segments, valid_lens = bert_inputs.encode_sentences(
+        vocab, ENGLISH, 10
+    )
     labels = torch.tensor([0, 0, 1, 1])
     torch.manual_seed(0)
     classifier = BERTClassifier(
@@ -201,14 +188,14 @@ def test_fine_tuning_fits_a_small_labelled_set():
 
 
 def test_sentence_labels_follow_the_corpus_and_the_surface():
-    corpus = english_french_corpus(5, num_pairs=300)
-    labelled = english_sentence_labels(5, num_pairs=300)
-    assert [[e for e, _ in split] for split in corpus] == [
+    splits = corpus.english_french_corpus(5, num_pairs=300)
+    labelled = corpus.english_sentence_labels(5, num_pairs=300)
+    assert [[e for e, _ in split] for split in splits] == [
         [row[0] for row in split] for split in labelled
     ]
     rows = [row for split in labelled for row in split]
-    assert {row[1] for row in rows} == set(TASKS["tense"][1])
-    assert {row[3] for row in rows} == set(TASKS["frame"][1])
+    assert {row[1] for row in rows} == set(bert_inputs.TASKS["tense"][1])
+    assert {row[3] for row in rows} == set(bert_inputs.TASKS["frame"][1])
     # Each frame but the transitive one has verbs of its own (every form).
     frame_verbs = {
         "copula": {"be", "is", "are", "am", "was", "were"},
@@ -226,22 +213,23 @@ def test_sentence_labels_follow_the_corpus_and_the_surface():
 
 
 def test_label_dataset_encodes_each_task_and_refuses_others():
-    rows = english_sentence_labels(5, num_pairs=300)[0][:40]
-    vocab = bert_vocab([row[0] for row in rows])
-    for task, (column, classes) in TASKS.items():
-        tokens, segments, valid_lens, labels = label_dataset(
+    rows = corpus.english_sentence_labels(5, num_pairs=300)[0][:40]
+    vocab = bert_inputs.bert_vocab([row[0] for row in rows])
+    for task, (column, classes) in bert_inputs.TASKS.items():
+        tokens, segments, valid_lens, labels = bert_inputs.label_dataset(
             vocab, rows, 20, task
         )
         assert tokens.shape == segments.shape == (40, 20)
         assert [classes[i] for i in labels.tolist()] == [
             row[column] for row in rows
         ]
-        assert torch.equal(
-            valid_lens,
-            encode_sentences(vocab, [row[0] for row in rows], 20)[2],
+        sentences = [row[0] for row in rows]
+        _, _, expected_lens = bert_inputs.encode_sentences(
+            vocab, sentences, 20
         )
+        assert torch.equal(valid_lens, expected_lens)
     with pytest.raises(ValueError, match="task"):
-        label_dataset(vocab, rows, 20, "mood")
+        bert_inputs.label_dataset(vocab, rows, 20, "mood")
 
 
 def test_the_chapter_experiment_forks_one_pretraining_and_scores_every_task():
@@ -259,7 +247,7 @@ def test_the_chapter_experiment_forks_one_pretraining_and_scores_every_task():
     assert histories["MLM"]["pair_loss"] == []
     assert len(histories["MLM + pair"]["pair_loss"]) == 2
     # The shared part is an ordinary pretraining of the seed's fresh model.
-    train, _, _ = english_french_corpus(0)
+    train, _, _ = corpus.english_french_corpus(0)
     again = pretrain_bert(
         new_bert(len(vocab), settings, seed=1),
         [pair[0] for pair in train],
@@ -273,8 +261,10 @@ def test_the_chapter_experiment_forks_one_pretraining_and_scores_every_task():
     # Only the pair variant trains the pair head after the fork.
     mlm, pair = result["models"]["MLM"], result["models"]["MLM + pair"]
     assert not torch.equal(mlm.pair.output.weight, pair.pair.output.weight)
-    tokens, segments, valid_lens = encode_sentences(vocab, ["you sleep ."], 6)
-    for task, (_, classes) in TASKS.items():
+    tokens, segments, valid_lens = bert_inputs.encode_sentences(
+        vocab, ["you sleep ."], 6
+    )
+    for task, (_, classes) in bert_inputs.TASKS.items():
         accuracy = result["accuracy"][task]
         assert set(accuracy) == {"scratch", "MLM", "MLM + pair"}
         assert all(0.0 <= value <= 1.0 for value in accuracy.values())

@@ -67,24 +67,8 @@ def test_deepseek_blocks_past_the_dense_ones_are_alike():
 
 def _small_moes():
     return {
-        "llama": Llama(30, 16, 12, 4, 2, 2, num_experts=4, top_k=2),
-        "deepseek": DeepSeekV3(
-            30,
-            16,
-            24,
-            2,
-            3,
-            kv_rank=8,
-            nope_width=4,
-            rope_width=4,
-            value_width=4,
-            num_dense=1,
-            expert_width=6,
-            num_experts=8,
-            top_k=2,
-            num_groups=4,
-            top_groups=2,
-        ),  # fmt: skip
+        "llama": _built(FLOP_MODELS["llama, experts"]),
+        "deepseek": _built(SMALL["deepseek"]),
     }
 
 
@@ -104,58 +88,40 @@ def _cache_numel(cache) -> int:
     return sum(_cache_numel(part) for part in cache)
 
 
+def _small(family: type, **kwargs) -> Published:
+    """A small configuration of family, for a context of 32 (no paper)."""
+    return Published(family, kwargs, 32, "")
+
+
+def _built(published: Published) -> torch.nn.Module:
+    return published.family(**published.kwargs)
+
+
+# the sizes the small decoders share
+DECODER = dict(
+    vocab_size=30, num_hiddens=16, ffn_num_hiddens=12, num_heads=4,
+    num_kv_heads=2,
+)  # fmt: skip
 SMALL = {
-    "gpt2": Published(
-        GPT2,
-        dict(
-            vocab_size=30, num_hiddens=16, num_heads=4, num_blks=2, max_len=32
-        ),
-        32,
-        "",
-    ),  # fmt: skip
-    "qwen-like": Published(
-        Llama,
-        dict(
-            vocab_size=30,
-            num_hiddens=16,
-            ffn_num_hiddens=12,
-            num_heads=4,
-            num_blks=3,
-            num_kv_heads=2,
-            head_width=6,
-            qk_norm=True,
-        ),
-        32,
-        "",
-    ),  # fmt: skip
-    "deepseek": Published(
-        DeepSeekV3,
-        dict(
-            vocab_size=30,
-            num_hiddens=16,
-            ffn_num_hiddens=24,
-            num_heads=2,
-            num_blks=3,
-            kv_rank=8,
-            nope_width=4,
-            rope_width=4,
-            value_width=4,
-            num_dense=1,
-            expert_width=6,
-            num_experts=8,
-            top_k=2,
-            num_groups=4,
-            top_groups=2,
-        ),
-        32,
-        "",
-    ),  # fmt: skip
-}
+    "gpt2": _small(
+        GPT2, vocab_size=30, num_hiddens=16, num_heads=4, num_blks=2,
+        max_len=32,
+    ),
+    "qwen-like": _small(
+        Llama, **DECODER, num_blks=3, head_width=6, qk_norm=True
+    ),
+    "deepseek": _small(
+        DeepSeekV3, vocab_size=30, num_hiddens=16, ffn_num_hiddens=24,
+        num_heads=2, num_blks=3, kv_rank=8, nope_width=4, rope_width=4,
+        value_width=4, num_dense=1, expert_width=6, num_experts=8, top_k=2,
+        num_groups=4, top_groups=2,
+    ),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("kind", list(SMALL))
 def test_the_cache_per_token_is_what_the_model_caches(kind):
-    model = SMALL[kind].family(**SMALL[kind].kwargs).eval()
+    model = _built(SMALL[kind]).eval()
     T = 11
     with torch.no_grad():
         _, cache = model.forward_with_cache(
@@ -188,50 +154,14 @@ def test_a_window_keeps_its_share_of_the_cache():
 
 FLOP_MODELS = {
     "gpt2 (tied)": SMALL["gpt2"],
-    "llama": Published(
-        Llama,
-        dict(
-            vocab_size=30,
-            num_hiddens=16,
-            ffn_num_hiddens=12,
-            num_heads=4,
-            num_blks=2,
-            num_kv_heads=2,
-        ),
-        32,
-        "",
-    ),  # fmt: skip
-    "llama, experts": Published(
-        Llama,
-        dict(
-            vocab_size=30,
-            num_hiddens=16,
-            ffn_num_hiddens=12,
-            num_heads=4,
-            num_blks=2,
-            num_kv_heads=2,
-            num_experts=4,
-            top_k=2,
-        ),
-        32,
-        "",
-    ),  # fmt: skip
-    "gemma, windows": Published(
-        Gemma3,
-        dict(
-            vocab_size=30,
-            num_hiddens=16,
-            ffn_num_hiddens=12,
-            num_heads=4,
-            num_blks=3,
-            num_kv_heads=2,
-            sliding_window=4,
-            global_every=3,
-        ),
-        32,
-        "",
-    ),  # fmt: skip
-}
+    "llama": _small(Llama, **DECODER, num_blks=2),
+    "llama, experts": _small(
+        Llama, **DECODER, num_blks=2, num_experts=4, top_k=2
+    ),
+    "gemma, windows": _small(
+        Gemma3, **DECODER, num_blks=3, sliding_window=4, global_every=3
+    ),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("kind", list(FLOP_MODELS))
@@ -243,7 +173,7 @@ def test_flops_per_token_agree_with_pytorchs_counter(kind):
     window term is checked in test_a_window_keeps_its_share_of_the_cache's terms)."""
     published = FLOP_MODELS[kind]
     torch.manual_seed(0)
-    model = published.family(**published.kwargs).eval()
+    model = _built(published).eval()
     c = published.get("sliding_window") or 10
     with torch.no_grad():
         _, cache = model.forward_with_cache(torch.randint(0, 30, (1, c - 1)))

@@ -20,6 +20,7 @@ from transformers import T5Config, T5ForConditionalGeneration
 
 from course_pkg.models.t5 import T5, t5_from_hf, t5_to_hf
 from tests import hf_peers
+from tests._helpers import assert_backward_reaches_every_parameter_on_meta
 from tests.hf_peers import redraw
 
 V, D, F, H, HEAD, N = 50, 32, 64, 4, 12, 2
@@ -59,18 +60,29 @@ def inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return src, tgt, lens
 
 
-def difference(theirs=None, **change) -> float:
-    theirs = hf_model() if theirs is None else theirs
-    ours = our_model(**change)
-    ours.load_state_dict(t5_from_hf(theirs.state_dict()))
+def their_logits(theirs: torch.nn.Module) -> torch.Tensor:
+    """Their logits on inputs(), the source's padding masked."""
     src, tgt, lens = inputs()
     mask = (torch.arange(S)[None] < lens[:, None]).long()
     with torch.no_grad():
-        expected = theirs(
+        return theirs(
             input_ids=src, attention_mask=mask, decoder_input_ids=tgt
         ).logits
+
+
+def loaded(theirs: torch.nn.Module, **change) -> T5:
+    ours = our_model(**change)
+    ours.load_state_dict(t5_from_hf(theirs.state_dict()))
+    return ours
+
+
+def difference(theirs=None, **change) -> float:
+    theirs = hf_model() if theirs is None else theirs
+    ours = loaded(theirs, **change)
+    src, tgt, lens = inputs()
+    with torch.no_grad():
         got = ours(src, tgt, lens)
-    return (got - expected).abs().max().item()
+    return hf_peers.gap(got, their_logits(theirs))
 
 
 @pytest.mark.numerics
@@ -95,26 +107,17 @@ def test_wrong_buckets_miss_the_bound(wrong):
         state[name] = torch.cat([state[name]] * 2)[:rows]
     ours.load_state_dict(state)
     src, tgt, lens = inputs()
-    mask = (torch.arange(S)[None] < lens[:, None]).long()
     with torch.no_grad():
-        expected = theirs(
-            input_ids=src, attention_mask=mask, decoder_input_ids=tgt
-        ).logits
-        assert (
-            ours(src, tgt, lens) - expected
-        ).abs().max() > 100 * PARITY_BOUND
+        got = ours(src, tgt, lens)
+    assert hf_peers.gap(got, their_logits(theirs)) > 100 * PARITY_BOUND
 
 
 def test_the_bias_the_scale_and_the_padding_matter():
     theirs = hf_model()
-    ours = our_model()
-    ours.load_state_dict(t5_from_hf(theirs.state_dict()))
+    ours = loaded(theirs)
+    expected = their_logits(theirs)
     src, tgt, lens = inputs()
-    mask = (torch.arange(S)[None] < lens[:, None]).long()
     with torch.no_grad():
-        expected = theirs(
-            input_ids=src, attention_mask=mask, decoder_input_ids=tgt
-        ).logits
         no_padding = ours(src, tgt)  # the padded source seen
         ours.encoder.relative_bias.embedding.weight.zero_()  # no positions
         no_bias = ours(src, tgt, lens)
@@ -135,20 +138,15 @@ def test_a_target_position_never_sees_a_later_one():
 
 def test_round_trip_is_exact():
     state = hf_model().state_dict()
-    back = t5_to_hf(t5_from_hf(state))
     copies = {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight"}
-    assert back.keys() == state.keys() - copies
-    assert all(torch.equal(back[name], state[name]) for name in back)
+    hf_peers.assert_same_state(t5_to_hf(t5_from_hf(state)), state, copies)
     ours = our_model().state_dict()
-    again = t5_from_hf(t5_to_hf(ours))
-    assert again.keys() == ours.keys()
-    assert all(torch.equal(again[name], ours[name]) for name in ours)
+    hf_peers.assert_same_state(t5_from_hf(t5_to_hf(ours)), ours)
 
 
 def test_greedy_decoding_equals_hugging_face():
     theirs = hf_model()
-    ours = our_model()
-    ours.load_state_dict(t5_from_hf(theirs.state_dict()))
+    ours = loaded(theirs)
     src, _, _ = inputs()
     with torch.no_grad():
         expected = theirs.generate(
@@ -166,11 +164,8 @@ def test_meta_forward_and_backward():
     with torch.device("meta"):
         model = T5(V, 8, 16, 2, 3, 1, num_buckets=4, max_distance=8)
         src = torch.zeros(2, 7, dtype=torch.long)
-        model(src, src[:, :5], torch.tensor([7, 3])).sum().backward()
-    assert all(
-        p.grad is not None and p.grad.device.type == "meta"
-        for p in model.parameters()
-    )
+        out = model(src, src[:, :5], torch.tensor([7, 3])).sum()
+    assert_backward_reaches_every_parameter_on_meta(out, model)
 
 
 @pytest.mark.parametrize(

@@ -333,13 +333,19 @@ def test_red_object_scenes_are_the_same_for_a_seed():
     assert not torch.equal(first[0], other[0])
 
 
-def test_explanation_maps_give_the_four_maps_over_the_cells():
+def _explained(num_scenes: int, seed: int):
+    """Scenes drawn from seed, a ViT drawn from seed 0, and its explanation
+    maps of the scenes."""
     images, _, _ = vision.red_object_scenes(
-        3, torch.Generator().manual_seed(0)
+        num_scenes, torch.Generator().manual_seed(seed)
     )
     torch.manual_seed(0)
     model = vision.scenes_vit()
-    maps = vision.explanation_maps(model, images)
+    return images, model, vision.explanation_maps(model, images)
+
+
+def test_explanation_maps_give_the_four_maps_over_the_cells():
+    _, _, maps = _explained(3, seed=0)
     assert tuple(maps) == vision.METHODS
     G = vision.GRID
     for method, cell_map in maps.items():
@@ -353,12 +359,7 @@ def test_explanation_maps_give_the_four_maps_over_the_cells():
 
 
 def test_occlusion_and_gradient_maps_explain_the_predicted_class():
-    images, _, _ = vision.red_object_scenes(
-        2, torch.Generator().manual_seed(1)
-    )
-    torch.manual_seed(0)
-    model = vision.scenes_vit()
-    maps = vision.explanation_maps(model, images)
+    images, model, maps = _explained(2, seed=1)
     with torch.no_grad():
         predicted = model(images).argmax(-1)  # (N,)
 

@@ -81,11 +81,18 @@ def _hf_model():
     return model
 
 
-def test_equals_transformers_vit_logits_and_hidden_states():
+def _peer_and_ours(
+    norm_eps: float,
+) -> tuple[torch.nn.Module, ViT, torch.Tensor]:
+    """The peer, ours with its converted weights and that eps, and images."""
     peer = _hf_model()
-    ours = _ours(norm_eps=1e-6)
+    ours = _ours(norm_eps=norm_eps)
     ours.load_state_dict(vit_from_hf(peer.state_dict()))
-    X = _images(seed=1)
+    return peer, ours, _images(seed=1)
+
+
+def test_equals_transformers_vit_logits_and_hidden_states():
+    peer, ours, X = _peer_and_ours(norm_eps=1e-6)
     with torch.no_grad():
         logits = peer(pixel_values=X).logits
         hidden = peer.vit(pixel_values=X).last_hidden_state
@@ -95,10 +102,7 @@ def test_equals_transformers_vit_logits_and_hidden_states():
 
 def test_the_peers_differ_from_a_wrong_eps():
     # the bound above is not loose: eps 1e-5 instead of 1e-6 moves the output
-    peer = _hf_model()
-    ours = _ours(norm_eps=1e-5)
-    ours.load_state_dict(vit_from_hf(peer.state_dict()))
-    X = _images(seed=1)
+    peer, ours, X = _peer_and_ours(norm_eps=1e-5)
     with torch.no_grad():
         logits = peer(pixel_values=X).logits
     assert (ours(X) - logits).abs().max() > 1e-9
