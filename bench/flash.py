@@ -49,7 +49,7 @@ from course_pkg.device import describe_device, seed_everything
 from course_pkg.evaluation.memory import peak_memory
 from course_pkg.kernels.flash import flash_attention
 
-from _common import device_of, interleaved_medians, parser
+from _common import attention_parser, begin, interleaved_medians
 
 # Silence the profiler's per-call start/stop lines (see bench/attention_memory.py).
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
@@ -184,13 +184,8 @@ def _no_grad(path, q, k, v):
 
 
 def main() -> None:
-    options = parser(
-        __doc__,
-        warmup=1,
-        repeats=3,
-        threads=1,
-        sizes={"batch": 1, "heads": 4, "width": 64, "block": 64},
-        lengths=[512, 1024, 2048, 4096],
+    options = attention_parser(
+        __doc__, {"block": 64}, lengths=[512, 1024, 2048, 4096]
     )
     options.add_argument("--dtype", choices=list(DTYPES), default=None)
     options.add_argument(
@@ -210,13 +205,10 @@ def main() -> None:
         "--record-to, into that folder",
     )
     options.add_argument("--record-to", help=argparse.SUPPRESS)
-    args = options.parse_args()
-    start = time.perf_counter()
-    device = device_of(args)
+    args, start, device = begin(options)
     dtype = DTYPES[
         args.dtype or ("bfloat16" if device.type == "cuda" else "float32")
     ]
-    print(describe_device(device))
     print(
         f"B={args.batch}, H={args.heads}, d={args.width}, {dtype}, "
         f"{'causal' if args.causal else 'not causal'}, ours' tiles "

@@ -25,14 +25,9 @@ import time
 
 import torch
 
-from course_pkg import seed_everything
 from course_pkg.data.corpus import english_french_corpus
 from course_pkg.experiments.lm_translation import (
-    GPT_SETTINGS,
-    GPTSettings,
     prompt_ids,
-    train_lm,
-    translation_lm_loader,
     translation_lm_vocab,
 )
 from course_pkg.inference.kv_memory import (
@@ -42,7 +37,7 @@ from course_pkg.inference.kv_memory import (
 )
 from course_pkg.inference.paged_cache import contiguous_waste, paged_waste
 from course_pkg.inference.speculative import speculative_generate
-from course_pkg.models.gpt import GPT, generate
+from course_pkg.models.gpt import generate
 from course_pkg.nn.sliding_window import (
     RollingKVCache,
     sliding_window_attention,
@@ -84,26 +79,15 @@ def waste(batch: int, max_len: int) -> None:
         )
 
 
-def train(settings: GPTSettings, pairs, vocab, epochs: int) -> GPT:
-    loader = translation_lm_loader(
-        pairs, vocab, settings.batch_size, settings.num_steps, seed=0
-    )
-    seed_everything(0)
-    model = GPT(len(vocab), **settings.model_sizes())
-    model.need_weights = False
-    lrs = settings.lr_per_epoch[:epochs]
-    train_lm(model, loader, lrs, vocab.pad, settings.grad_clip)
-    return model.eval()
-
-
 def speculative(args, device: torch.device) -> None:
     print("\n== 3. greedy decoding: plain vs speculative")
     train_pairs, _, test_pairs = english_french_corpus(seed=0)
     train_pairs = train_pairs[: args.num_pairs]
     vocab = translation_lm_vocab(train_pairs)
-    target = train(GPT_SETTINGS, train_pairs, vocab, args.epochs).to(device)
-    draft_settings = GPTSettings(ffn_num_hiddens=64, num_blks=2)
-    draft = train(draft_settings, train_pairs, vocab, args.epochs).to(device)
+    target, draft = (
+        model.to(device)
+        for model in _common.target_and_draft(train_pairs, vocab, args.epochs)
+    )
     prompts = [
         torch.tensor([prompt_ids(en, vocab)], device=device)
         for en, _ in test_pairs[: args.prompts]

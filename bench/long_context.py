@@ -118,11 +118,7 @@ def main() -> None:
     options = _common.parser(
         __doc__, threads=1, sizes={"seeds": 10, "train-len": 16, "steps": 400}
     )
-    options.add_argument(
-        "--record",
-        action="store_true",
-        help="write the rows to the chapter's record (bench_records 'long_context')",
-    )
+    _common.record_option(options, "long_context")
     args = options.parse_args()
     _common.device_of(args)
     train_len = args.train_len

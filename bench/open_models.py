@@ -53,12 +53,13 @@ import _common
 def configs(D: int, H: int, N: int, V: int, max_len: int) -> dict:
     """name -> (theirs: () -> model, ours: () -> model, convert: state dict -> ours')."""
     G, F, d = max(H // 2, 1), 2 * D, D // H
-    common = dict(
+    shared = dict(  # every transformers config below
         vocab_size=V, hidden_size=D, intermediate_size=F, num_attention_heads=H,
-        num_key_value_heads=G, num_hidden_layers=N, max_position_embeddings=max_len,
-        tie_word_embeddings=False, head_dim=d, bos_token_id=None,
-        eos_token_id=None, pad_token_id=None,
+        num_hidden_layers=N, max_position_embeddings=max_len,
+        tie_word_embeddings=False, bos_token_id=None, eos_token_id=None,
+        pad_token_id=None, rms_norm_eps=1e-6,
     )  # fmt: skip
+    common = dict(shared, num_key_value_heads=G, head_dim=d)  # grouped-query
     plain = {"rope_type": "default", "rope_theta": 10000.0}
     llama3 = {
         "rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
@@ -68,47 +69,48 @@ def configs(D: int, H: int, N: int, V: int, max_len: int) -> dict:
     window = max(max_len // 8, 1)
     experts = dict(num_experts_per_tok=2, experts_implementation="eager")
     ours = dict(max_len=max_len, norm_eps=1e-6)
+    latent = dict(  # DeepSeek-V3's, theirs
+        num_key_value_heads=H, moe_intermediate_size=F // 2, n_routed_experts=4,
+        n_shared_experts=1, n_group=2, topk_group=1, routed_scaling_factor=2.5,
+        kv_lora_rank=D // 2, q_lora_rank=None, qk_rope_head_dim=d // 2,
+        qk_nope_head_dim=d // 2, v_head_dim=d, first_k_dense_replace=1,
+        rope_parameters=plain, **experts,
+    )  # fmt: skip
+    our_latent = dict(  # and ours
+        kv_rank=D // 2, nope_width=d // 2, rope_width=d // 2, value_width=d,
+        expert_width=F // 2, num_experts=4, top_k=2, num_groups=2,
+        top_groups=1, routed_scale=2.5,
+    )  # fmt: skip
+
+    def llama(model: type, config: type, our_options: dict, **options):
+        """transformers' model with config (common, RoPE plain unless options
+        say otherwise, options) against our Llama with our_options."""
+        settings = {**common, "rope_parameters": plain, **options}
+        return (
+            lambda: model(config(**settings)),
+            lambda: Llama(V, D, F, H, N, G, **our_options, **ours),
+            lambda s: llama_from_hf(s, H),
+        )
+
     return {
-        "Llama 3": (
-            lambda: tf.LlamaForCausalLM(
-                tf.LlamaConfig(
-                    **common, rope_parameters=llama3, rms_norm_eps=1e-6
-                )
-            ),
-            lambda: Llama(
-                V,
-                D,
-                F,
-                H,
-                N,
-                G,
+        "Llama 3": llama(
+            tf.LlamaForCausalLM,
+            tf.LlamaConfig,
+            dict(
                 rope_base=500000.0,
                 rope_type="llama3",
                 rope_original_max_len=max_len // 2,
-                **ours,
-            ),  # fmt: skip
-            lambda s: llama_from_hf(s, H),
-        ),
-        "Mistral": (
-            lambda: tf.MistralForCausalLM(
-                tf.MistralConfig(
-                    **common,
-                    rope_parameters=plain,
-                    sliding_window=window,
-                    rms_norm_eps=1e-6,
-                )  # fmt: skip
             ),
-            lambda: Llama(V, D, F, H, N, G, sliding_window=window, **ours),
-            lambda s: llama_from_hf(s, H),
+            rope_parameters=llama3,
         ),
-        "Qwen3": (
-            lambda: tf.Qwen3ForCausalLM(
-                tf.Qwen3Config(
-                    **common, rope_parameters=plain, rms_norm_eps=1e-6
-                )
-            ),
-            lambda: Llama(V, D, F, H, N, G, qk_norm=True, **ours),
-            lambda s: llama_from_hf(s, H),
+        "Mistral": llama(
+            tf.MistralForCausalLM,
+            tf.MistralConfig,
+            dict(sliding_window=window),
+            sliding_window=window,
+        ),
+        "Qwen3": llama(
+            tf.Qwen3ForCausalLM, tf.Qwen3Config, dict(qk_norm=True)
         ),
         "Gemma 3": (
             lambda: tf.Gemma3ForCausalLM(
@@ -116,7 +118,6 @@ def configs(D: int, H: int, N: int, V: int, max_len: int) -> dict:
                     **{**common, "tie_word_embeddings": True},
                     sliding_window=window,
                     query_pre_attn_scalar=d,
-                    rms_norm_eps=1e-6,
                     layer_types=[
                         "full_attention"
                         if (i + 1) % 6 == 0
@@ -135,88 +136,30 @@ def configs(D: int, H: int, N: int, V: int, max_len: int) -> dict:
                 max_len,
                 sliding_window=window,
                 rope_scale=1.0,
-            ),  # fmt: skip
+            ),
             lambda s: gemma_from_hf(s, H),
         ),
-        "Mixtral": (
-            lambda: tf.MixtralForCausalLM(
-                tf.MixtralConfig(
-                    **common,
-                    rope_parameters=plain,
-                    num_local_experts=4,
-                    rms_norm_eps=1e-6,
-                    **experts,
-                )
-            ),
-            lambda: Llama(V, D, F, H, N, G, num_experts=4, top_k=2, **ours),
-            lambda s: llama_from_hf(s, H),
+        "Mixtral": llama(
+            tf.MixtralForCausalLM,
+            tf.MixtralConfig,
+            dict(num_experts=4, top_k=2),
+            num_local_experts=4,
+            **experts,
         ),
-        "Qwen3-MoE": (
-            lambda: tf.Qwen3MoeForCausalLM(
-                tf.Qwen3MoeConfig(
-                    **common,
-                    rope_parameters=plain,
-                    num_experts=4,
-                    moe_intermediate_size=F,
-                    norm_topk_prob=True,
-                    rms_norm_eps=1e-6,
-                    **experts,
-                )
-            ),
-            lambda: Llama(
-                V, D, F, H, N, G, qk_norm=True, num_experts=4, top_k=2, **ours
-            ),
-            lambda s: llama_from_hf(s, H),
+        "Qwen3-MoE": llama(
+            tf.Qwen3MoeForCausalLM,
+            tf.Qwen3MoeConfig,
+            dict(qk_norm=True, num_experts=4, top_k=2),
+            num_experts=4,
+            moe_intermediate_size=F,
+            norm_topk_prob=True,
+            **experts,
         ),
         "DeepSeek-V3": (
             lambda: tf.DeepseekV3ForCausalLM(
-                tf.DeepseekV3Config(
-                    vocab_size=V,
-                    hidden_size=D,
-                    intermediate_size=F,
-                    moe_intermediate_size=F // 2,
-                    num_hidden_layers=N,
-                    num_attention_heads=H,
-                    num_key_value_heads=H,
-                    n_routed_experts=4,
-                    n_shared_experts=1,
-                    n_group=2,
-                    topk_group=1,
-                    routed_scaling_factor=2.5,
-                    kv_lora_rank=D // 2,
-                    q_lora_rank=None,
-                    qk_rope_head_dim=d // 2,
-                    qk_nope_head_dim=d // 2,
-                    v_head_dim=d,
-                    first_k_dense_replace=1,
-                    max_position_embeddings=max_len,
-                    tie_word_embeddings=False,
-                    rope_parameters=plain,
-                    bos_token_id=None,
-                    eos_token_id=None,
-                    pad_token_id=None,
-                    rms_norm_eps=1e-6,
-                    **experts,
-                )
+                tf.DeepseekV3Config(**shared, **latent)
             ),
-            lambda: DeepSeekV3(
-                V,
-                D,
-                F,
-                H,
-                N,
-                max_len,
-                kv_rank=D // 2,
-                nope_width=d // 2,
-                rope_width=d // 2,
-                value_width=d,
-                expert_width=F // 2,
-                num_experts=4,
-                top_k=2,
-                num_groups=2,
-                top_groups=1,
-                routed_scale=2.5,
-            ),
+            lambda: DeepSeekV3(V, D, F, H, N, max_len, **our_latent),
             deepseek_from_hf,
         ),
     }
@@ -249,22 +192,20 @@ def cache_bytes_per_token(config: dict, context: int) -> float:
     return per_block * (num_global + (config["N"] - num_global) * local)
 
 
+# the sizes of the models and of the runs (each an option: --dim, ...)
+SIZES = dict(
+    dim=256, heads=4, blocks=4, vocab=1000, batch=2, length=256, prompt=32,
+    new=32,
+)  # fmt: skip
+
+
 def main() -> int:
     options = _common.parser(
         __doc__,
         warmup=1,
         repeats=5,
         threads=1,
-        sizes=dict(
-            dim=256,
-            heads=4,
-            blocks=4,
-            vocab=1000,
-            batch=2,
-            length=256,
-            prompt=32,
-            new=32,
-        ),  # fmt: skip
+        sizes=SIZES,
     )
     args = options.parse_args()
     if args.dim % args.heads or (args.dim // args.heads) % 4:

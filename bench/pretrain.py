@@ -474,57 +474,43 @@ def write_table(path: pathlib.Path, rows: list[dict], wall: float) -> None:
             f"{r['test_nats']:.4f} | {r['test_perplexity']:.2f} | "
             f"{r['tokens_per_s']:,.0f} |"
         )
-    lines += ["", "Peak rates tried, development bits/byte:", ""]
-    for r in tests:
-        tried = [
-            s
-            for s in rows
-            if s["kind"] == "search" and s["tokenizer"] == r["tokenizer"]
-        ]
-        lines.append(
-            f"- {r['tokenizer']}: "
-            + ", ".join(
+    # Then one list a kind of row: a line a tokenizer, its rows of that kind.
+    for heading, kind, label, item in (
+        (
+            "Peak rates tried, development bits/byte:",
+            "search",
+            "",
+            lambda s: (
                 f"{s['lr']:g}: {s['dev_bpb']:.3f}"
                 + (" (chosen)" if s["chosen"] else "")
-                for s in tried
-            )
-        )
-    lines += [
-        "",
-        "Count models (add-k, k chosen on the development plays):",
-        "",
-    ]
-    for r in tests:
-        fitted = [
-            c
-            for c in rows
-            if c["kind"] == "count" and c["tokenizer"] == r["tokenizer"]
-        ]
-        lines.append(
-            f"- {r['tokenizer']}, held-out bits/byte: "
-            + ", ".join(
-                f"order {c['order']} (k {c['k']:g}) {c['test_bpb']:.3f}"
-                for c in fitted
-            )
-        )
-    lines += [
-        "",
-        "Curves: update, training / development bits/byte:",
-        "",
-    ]
-    for r in tests:
-        points = [
-            e
-            for e in rows
-            if e["kind"] == "eval" and e["tokenizer"] == r["tokenizer"]
-        ]
-        lines.append(
-            f"- {r['tokenizer']}: "
-            + ", ".join(
+            ),
+        ),
+        (
+            "Count models (add-k, k chosen on the development plays):",
+            "count",
+            ", held-out bits/byte",
+            lambda c: f"order {c['order']} (k {c['k']:g}) {c['test_bpb']:.3f}",
+        ),
+        (
+            "Curves: update, training / development bits/byte:",
+            "eval",
+            "",
+            lambda e: (
                 f"{e['update']}: {e['train_bpb']:.3f} / {e['dev_bpb']:.3f}"
-                for e in points
+            ),
+        ),
+    ):
+        lines += ["", heading, ""]
+        for r in tests:
+            lines.append(
+                f"- {r['tokenizer']}{label}: "
+                + ", ".join(
+                    item(row)
+                    for row in rows
+                    if row["kind"] == kind
+                    and row["tokenizer"] == r["tokenizer"]
+                )
             )
-        )
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 

@@ -40,7 +40,7 @@ import torch
 
 from course_pkg.data.corpus import english_french_corpus
 from course_pkg.data.translation import translation_dataloaders
-from course_pkg.device import describe_device, seed_everything
+from course_pkg.device import seed_everything
 from course_pkg.evaluation.bleu import corpus_bleu
 from course_pkg.experiments import bench_records
 from course_pkg.inference.decode import translate
@@ -48,7 +48,12 @@ from course_pkg.models.seq2seq import SETTINGS
 from course_pkg.models.transformer import Transformer, TransformerSettings
 from course_pkg.training.loop import train_seq2seq, warmup_inverse_sqrt
 
-from _common import device_of, parser, train_rate_per_epoch
+from _common import (
+    clock_and_device,
+    parser,
+    record_option,
+    train_rate_per_epoch,
+)
 
 CHAPTER_LR = [0.01] * 6 + [0.005, 0.0025]
 RECIPES = ("chapter", "smoothing", "warmup")
@@ -143,17 +148,11 @@ def main() -> None:
     options.add_argument(
         "--limit", type=int, help="first N pairs of each split"
     )
-    options.add_argument(
-        "--record",
-        action="store_true",
-        help="write the runs to the chapter's record (bench_records 'recipe')",
-    )
+    record_option(options, "recipe", "runs")
     args = options.parse_args()
-    start = time.perf_counter()
     if not 1 <= args.epochs <= len(CHAPTER_LR):
         options.error(f"--epochs must be in [1, {len(CHAPTER_LR)}]")
-    device = device_of(args)
-    print(describe_device(device))
+    start, device = clock_and_device(args)
     splits = english_french_corpus(seed=0)
     if args.limit is not None:
         splits = tuple(split[: args.limit] for split in splits)

@@ -48,11 +48,8 @@ from course_pkg.data.corpus import english_french_corpus
 from course_pkg.data.translation import tokenize
 from course_pkg.experiments import bench_records
 from course_pkg.experiments.lm_translation import (
-    GPT_SETTINGS,
     GPTSettings,
     prompt_ids,
-    train_lm,
-    translation_lm_loader,
     translation_lm_vocab,
 )
 from course_pkg.inference.speculative import (
@@ -65,25 +62,11 @@ from course_pkg.models.gpt import GPT, generate
 
 import _common
 
-DRAFT_SETTINGS = GPTSettings(ffn_num_hiddens=64, num_blks=2)  # the chapter's
+DRAFT_SETTINGS = GPTSettings(**_common.DRAFT_SIZES)  # the chapter's
 GAMMAS = {"draft GPT": (1, 2, 4), "n-gram": (1, 2, 4, 8), "lookup": (1, 4)}
 # GPT-2 small's sizes (12 blocks of them), and its vocabulary
 WIDE = dict(num_hiddens=768, ffn_num_hiddens=3072, num_heads=12, dropout=0.0)
 WIDE_VOCAB = 50257
-
-
-def train(settings: GPTSettings, pairs, vocab) -> GPT:
-    """A GPT trained as the chapter trains it (seed 0, every epoch)."""
-    loader = translation_lm_loader(
-        pairs, vocab, settings.batch_size, settings.num_steps, seed=0
-    )
-    seed_everything(0)
-    model = GPT(len(vocab), **settings.model_sizes())
-    model.need_weights = False
-    train_lm(
-        model, loader, settings.lr_per_epoch, vocab.pad, settings.grad_clip
-    )
-    return model.eval()
 
 
 def cpu_seconds(calls: dict, repeats: int, warmup: int = 2) -> dict:
@@ -139,12 +122,7 @@ def main() -> None:
         threads=1,
         sizes={"prompts": 60, "new-tokens": 20, "repeats": 5},
     )
-    options.add_argument(
-        "--record",
-        action="store_true",
-        help="write the rows to the chapter's record (bench_records "
-        "'speculative')",
-    )
+    _common.record_option(options, "speculative")
     args = options.parse_args()
     _common.device_of(args)
     start = time.perf_counter()
@@ -152,8 +130,7 @@ def main() -> None:
 
     train_pairs, _, test_pairs = english_french_corpus(seed=0)
     vocab = translation_lm_vocab(train_pairs)
-    target = train(GPT_SETTINGS, train_pairs, vocab)
-    draft = train(DRAFT_SETTINGS, train_pairs, vocab)
+    target, draft = _common.target_and_draft(train_pairs, vocab)
     prompts = [prompt_ids(en, vocab) for en, _ in test_pairs[: args.prompts]]
     sequences = [
         ids + vocab[tokenize(fr)] + [vocab.eos]

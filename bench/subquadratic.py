@@ -41,7 +41,7 @@ import time
 
 import torch
 
-from course_pkg.device import describe_device, seed_everything
+from course_pkg.device import seed_everything
 from course_pkg.evaluation.cost import median_seconds
 from course_pkg.evaluation.memory import peak_memory
 from course_pkg.experiments import bench_records
@@ -53,7 +53,12 @@ from course_pkg.nn.random_features import (
     performer_attention,
 )
 
-from _common import device_of, parser
+from _common import (
+    attention_parser,
+    begin,
+    print_ratio_table,
+    record_option,
+)
 
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # as bench/attention_memory.py
 
@@ -91,15 +96,9 @@ def fit_slope(lengths: list[int], values: list[float]) -> float:
 
 
 def main() -> None:
-    options = parser(
+    options = attention_parser(
         __doc__,
-        warmup=1,
-        repeats=3,
-        threads=1,
-        sizes={
-            "batch": 1,
-            "heads": 4,
-            "width": 64,
+        {
             "block-size": 256,
             "features": 256,
             "rank": 256,
@@ -107,15 +106,8 @@ def main() -> None:
         },
         lengths=[256, 512, 1024, 2048, 4096, 8192, 16384],
     )
-    options.add_argument(
-        "--record",
-        action="store_true",
-        help="write the rows to the chapter's record (bench_records 'subquadratic')",
-    )
-    args = options.parse_args()
-    start = time.perf_counter()
-    device = device_of(args)
-    print(describe_device(device))
+    record_option(options, "subquadratic")
+    args, start, device = begin(options)
     print(
         f"B={args.batch}, H={args.heads}, d={args.width}, float32, forward under no_grad; "
         f"exact: blocks of {args.block_size}; features m={args.features}; rank P={args.rank}; "
@@ -151,13 +143,14 @@ def main() -> None:
 
     for measure, unit, scale in (("time", "ms", 1e3), ("peak", "MiB", 2**-20)):
         print(f"\n{measure}, {unit} (ratio to {PEER})")
-        print(f"{'T':>6}  " + "  ".join(f"{n:>20}" for n in names))
-        for T, row in results.items():
-            cells = [
-                f"{row[n][measure] * scale:10.2f} ({row[n][measure] / max(row[PEER][measure], 1e-12):6.3f}x)"
-                for n in names
-            ]
-            print(f"{T:>6}  " + "  ".join(f"{c:>20}" for c in cells))
+        print_ratio_table(
+            results,
+            measure,
+            PEER,
+            lambda value, peer, scale=scale: (
+                f"{value * scale:10.2f} ({value / max(peer, 1e-12):6.3f}x)"
+            ),
+        )
 
     fitted = [T for T in results if T >= args.fit_from] or list(results)
     print(

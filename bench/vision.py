@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_pkg.device import describe_device, seed_everything
+from course_pkg.device import seed_everything
 from course_pkg.experiments.vision import (
     CNN_TRAINING,
     DIGITS_VIT,
@@ -54,7 +54,7 @@ from course_pkg.experiments.vision import (
 )
 from course_pkg.models.vit import attention_cost, num_patches
 
-from _common import device_of, interleaved_medians, parser
+from _common import begin, interleaved_medians, parser
 
 # the chapter's ViT, and the patch size the others are compared with
 PEER_PATCH = 7
@@ -165,10 +165,7 @@ def main() -> None:
     options = parser(
         __doc__, warmup=3, repeats=21, threads=1, sizes={"batch": 64}
     )
-    args = options.parse_args()
-    start = time.perf_counter()
-    device = device_of(args)
-    print(describe_device(device))
+    args, start, device = begin(options)
     print(
         f"B={args.batch} random {IMG_SIZE}x{IMG_SIZE}x1 images, float32; "
         f"AdamW lr={VIT_TRAINING.lr} (ViT), {CNN_TRAINING.lr} (CNN), "

@@ -44,128 +44,36 @@ class Concept:
     kind: str
 
 
+# The boxes, drawn in this order, by kind (COLOURS): name, x, y, title, chapters, detail.
+# fmt: off
 CONCEPTS = {
-    "encdec": Concept(
-        1.25,
-        5.8,
-        "Encoder–decoder",
-        "ch. 1",
-        "the translation task,\nGRU, BLEU",
-        "rnn",
-    ),
-    "rnn_attention": Concept(
-        5.0,
-        5.8,
-        "Attention in an RNN",
-        "ch. 4",
-        "Bahdanau and Luong\ndecoders, alignments",
-        "rnn",
-    ),
-    "scores": Concept(
-        1.25,
-        3.6,
-        "Attention scores",
-        "ch. 3",
-        "additive, dot product,\n$\\div\\sqrt{d}$, masked softmax",
-        "core",
-    ),
-    "pooling": Concept(
-        3.75,
-        3.6,
-        "Attention pooling",
-        "ch. 2",
-        "$\\Sigma_j\\, \\alpha_{ij}\\,\\mathbf{v}_j$, a weighted\naverage of the values",
-        "core",
-    ),
-    "heads": Concept(
-        6.25,
-        3.6,
-        "Multi-head attention",
-        "ch. 5",
-        "$H$ attentions in\nparallel subspaces",
-        "core",
-    ),
-    "blocks": Concept(
-        8.75,
-        3.6,
-        "Transformer blocks",
-        "ch. 6, 7",
-        "self-attention, positions,\nFFN, add & norm",
-        "core",
-    ),
-    "model": Concept(
-        11.25,
-        3.6,
-        "The Transformer",
-        "ch. 7, 8",
-        "trained, decoded\nand analysed",
-        "core",
-    ),
-    "real_text": Concept(
-        1.25,
-        1.2,
-        "Real text",
-        "ch. 9, 12",
-        "byte-level BPE, GPT-2,\nShakespeare",
-        "today",
-    ),
-    "pretraining": Concept(
-        3.75,
-        1.2,
-        "Pretraining",
-        "ch. 10, 11",
-        "BERT (encoder only),\nGPT (decoder only)",
-        "today",
-    ),
-    "scale": Concept(
-        6.25,
-        1.2,
-        "Attention at scale",
-        "ch. 13, 14, 16",
-        "blockwise softmax, kernels,\nGQA, RoPE, modern block",
-        "today",
-    ),
-    "distributed": Concept(
-        8.75,
-        1.2,
-        "Several processes",
-        "ch. 17",
-        "data parallelism,\none all-reduce a step",
-        "today",
-    ),
-    "inference": Concept(
-        11.25,
-        1.2,
-        "Serving attention",
-        "ch. 18",
-        "key/value cache, paging,\nspeculative decoding",
-        "today",
-    ),
-    "open_models": Concept(
-        8.75,
-        -1.0,
-        "Today's open models",
-        "ch. 19",
-        "Llama, Gemma, DeepSeek…:\nexperts, latent attention",
-        "today",
-    ),
-    "images": Concept(
-        13.75,
-        1.2,
-        "Attention on images",
-        "ch. 20",
-        "captions over a grid, ViT,\nexplanations tested",
-        "today",
-    ),
-    "beyond_softmax": Concept(
-        6.25,
-        -1.0,
-        "Beyond softmax",
-        "ch. 15",
-        "linear attention, random\nfeatures, decays, graphs",
-        "today",
-    ),
+    name: Concept(x, y, title, chapters, detail, kind)
+    for kind, boxes in [
+        ("rnn", [
+            ("encdec", 1.25, 5.8, "Encoder–decoder", "ch. 1", "the translation task,\nGRU, BLEU"),
+            ("rnn_attention", 5.0, 5.8, "Attention in an RNN", "ch. 4", "Bahdanau and Luong\ndecoders, alignments"),
+        ]),
+        ("core", [
+            ("scores", 1.25, 3.6, "Attention scores", "ch. 3", "additive, dot product,\n$\\div\\sqrt{d}$, masked softmax"),
+            ("pooling", 3.75, 3.6, "Attention pooling", "ch. 2", "$\\Sigma_j\\, \\alpha_{ij}\\,\\mathbf{v}_j$, a weighted\naverage of the values"),
+            ("heads", 6.25, 3.6, "Multi-head attention", "ch. 5", "$H$ attentions in\nparallel subspaces"),
+            ("blocks", 8.75, 3.6, "Transformer blocks", "ch. 6, 7", "self-attention, positions,\nFFN, add & norm"),
+            ("model", 11.25, 3.6, "The Transformer", "ch. 7, 8", "trained, decoded\nand analysed"),
+        ]),
+        ("today", [
+            ("real_text", 1.25, 1.2, "Real text", "ch. 9, 12", "byte-level BPE, GPT-2,\nShakespeare"),
+            ("pretraining", 3.75, 1.2, "Pretraining", "ch. 10, 11", "BERT (encoder only),\nGPT (decoder only)"),
+            ("scale", 6.25, 1.2, "Attention at scale", "ch. 13, 14, 16", "blockwise softmax, kernels,\nGQA, RoPE, modern block"),
+            ("distributed", 8.75, 1.2, "Several processes", "ch. 17", "data parallelism,\none all-reduce a step"),
+            ("inference", 11.25, 1.2, "Serving attention", "ch. 18", "key/value cache, paging,\nspeculative decoding"),
+            ("open_models", 8.75, -1.0, "Today's open models", "ch. 19", "Llama, Gemma, DeepSeek…:\nexperts, latent attention"),
+            ("images", 13.75, 1.2, "Attention on images", "ch. 20", "captions over a grid, ViT,\nexplanations tested"),
+            ("beyond_softmax", 6.25, -1.0, "Beyond softmax", "ch. 15", "linear attention, random\nfeatures, decays, graphs"),
+        ]),
+    ]
+    for name, x, y, title, chapters, detail in boxes
 }
+# fmt: on
 
 # (from, to, label, dashed): an arrow reads "is used by"; a label sits above
 # the arrow's middle.
