@@ -33,6 +33,7 @@ import pytest
 from course_pkg.experiments.bench_records import (
     BENCH_RECORDS,
     read,
+    script_source,
     stamp_of,
 )
 from course_pkg.experiments.claims import (
@@ -123,7 +124,7 @@ def bench_problems(
     script = ROOT / record.script
     if not script.exists():
         return [f"{name}: {record.script}, which wrote it, is gone"]
-    now = stamp_of(record.stamp, script.read_text(), list(record.modules))
+    now = stamp_of(record.stamp, script_source(script), list(record.modules))
     if now != record.fingerprint:
         return [
             f"{name}: the code changed since {record.script} wrote this "
@@ -209,3 +210,17 @@ def test_a_record_whose_seed_0_is_not_the_stored_run_is_stale(copies):
         f"re-execute book/{CHAPTER}.ipynb on the machine that ran the sweep, "
         f"or run `make claims CHAPTERS={CHAPTER}`"
     ]
+
+
+def test_a_bench_scripts_source_covers_the_helper_module_it_imports(tmp_path):
+    # recipe.py's training loop lives in bench/_common.py: a change there must
+    # make recipe's record stale too.
+    common = (ROOT / "bench" / "_common.py").read_text()
+    assert script_source(ROOT / "bench" / "recipe.py").endswith(common)
+    (tmp_path / "_common.py").write_text("x = 1\n")
+    alone = tmp_path / "alone.py"
+    alone.write_text("import math\n")
+    assert script_source(alone) == "import math\n"
+    user = tmp_path / "user.py"
+    user.write_text("from _common import x\n")
+    assert script_source(user) == "from _common import x\n\nx = 1\n"

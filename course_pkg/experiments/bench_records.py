@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 from course_pkg.experiments.provenance import (
@@ -57,8 +58,29 @@ class BenchRecord:
     stamp: str = "code"
 
 
+def script_source(script: str | Path) -> str:
+    """The code a bench script runs: its own text, then that of the helper
+    module ``_common`` beside it when it imports it (the bench scripts'
+    shared options, timing and training loops).
+
+    Args:
+        script: the script's path.
+    Returns:
+        Python source text.
+    """
+    script = Path(script)
+    source = script.read_text()
+    common = script.parent / "_common.py"
+    if common.exists() and re.search(
+        r"^\s*(import|from) _common\b", source, re.M
+    ):
+        source += "\n" + common.read_text()
+    return source
+
+
 def stamp_of(stamp: str, source: str, modules: list[str]) -> str:
-    """The fingerprint of a script's run: ``"code"``, its source with the
+    """The fingerprint of a script's run (``source``: its
+    :func:`script_source`): ``"code"``, its source with the
     modules it imported and torch's version; ``"kernels"``, its source with
     the digest of the Triton kernels."""
     if stamp == "code":
@@ -107,7 +129,7 @@ def write(
     modules = loaded_modules()
     provenance = {
         "script": shown,
-        "fingerprint": stamp_of(stamp, script.read_text(), modules),
+        "fingerprint": stamp_of(stamp, script_source(script), modules),
         "stamp": stamp,
         "modules": modules,
         "machine": machine(),
