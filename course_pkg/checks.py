@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -332,6 +333,25 @@ def check_qkv(queries: Any, keys: Any, values: Any) -> None:
         )
 
 
+def check_head_qkv(queries: Any, keys: Any, values: Any) -> None:
+    """Refuse queries (B, H, Q, d), keys (B, H, K, d), values (B, H, K, d_v)
+    that do not fit each other: the inputs of the attentions that keep the
+    heads as their own axis.
+
+    Raises:
+        TypeError: if one is not a tensor, is not floating point, or (outside
+            autocast) their dtypes differ.
+        ValueError: if one is not 4-D, B, H, d or K differ, or they are on
+            different devices.
+    """
+    check_axes("queries", queries, "BHQd", (None,) * 4)
+    batch, heads, _, width = queries.shape
+    check_axes("keys", keys, "BHKd", (batch, heads, None, width))
+    num_keys = keys.shape[2]
+    check_axes("values", values, "BHKd", (batch, heads, num_keys, None))
+    check_same_float_dtype(queries=queries, keys=keys, values=values)
+
+
 def check_attention_inputs(
     queries: Any,
     keys: Any,
@@ -431,11 +451,29 @@ def check_positive_int(name: str, value: Any) -> None:
         raise ValueError(f"{name} must be >= 1, got {value}")
 
 
+def check_bool(name: str, value: Any) -> None:
+    """Refuse anything but True or False (a flag) with TypeError."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+
+
 def check_int(name: str, value: Any) -> None:
     """Refuse anything but an int (bool excluded; NumPy integers pass) with
     TypeError."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+
+
+def check_nonnegative_int(name: str, value: Any) -> None:
+    """Refuse anything but an int >= 0 (a count or an offset that may be 0).
+
+    Raises:
+        TypeError: if value is not an int (:func:`check_int`).
+        ValueError: if it is < 0.
+    """
+    check_int(name, value)
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
 
 
 def check_same_float_dtype(**tensors: torch.Tensor) -> None:
@@ -678,18 +716,21 @@ def check_block_sizes(
     check_probability("dropout", dropout)
     if head_width is not None:
         check_sizes(head_width=head_width)
-    elif num_hiddens % num_heads:
-        raise ValueError(
-            f"num_hiddens={num_hiddens} must be divisible by "
-            f"num_heads={num_heads}"
-        )
+    else:
+        _check_divisible("num_hiddens", num_hiddens, "num_heads", num_heads)
     if num_kv_heads is not None:
         check_sizes(num_kv_heads=num_kv_heads)
-        if num_heads % num_kv_heads:
-            raise ValueError(
-                f"num_heads={num_heads} must be divisible by "
-                f"num_kv_heads={num_kv_heads}"
-            )
+        _check_divisible("num_heads", num_heads, "num_kv_heads", num_kv_heads)
+
+
+def _check_divisible(
+    name: str, value: int, divisor_name: str, divisor: int
+) -> None:
+    """ValueError unless value is divisible by divisor (an int >= 1)."""
+    if value % divisor:
+        raise ValueError(
+            f"{name}={value} must be divisible by {divisor_name}={divisor}"
+        )
 
 
 def check_source_target(
@@ -767,6 +808,18 @@ def check_str(name: str, value: Any) -> None:
     TypeError."""
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+
+
+def check_choice(name: str, value: Any, choices: Collection[str]) -> None:
+    """Refuse anything but one of the str ``choices`` (a named option).
+
+    Raises:
+        TypeError: if value is not a str.
+        ValueError: if it is not among choices.
+    """
+    check_str(name, value)
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
 
 
 def check_grad_clip(grad_clip: Any) -> None:

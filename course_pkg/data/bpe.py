@@ -44,7 +44,12 @@ from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from course_pkg.checks import check_int, check_path, check_str
+from course_pkg.checks import (
+    check_int,
+    check_nonnegative_int,
+    check_path,
+    check_str,
+)
 from course_pkg.files import write_atomically
 
 if TYPE_CHECKING:
@@ -249,9 +254,7 @@ def _check_merge_ties(
     """text a str; num_merges an int >= 0; special_tokens as in
     :func:`train_bpe`. Returns the special tokens as a list."""
     check_str("text", text)
-    check_int("num_merges", num_merges)
-    if num_merges < 0:
-        raise ValueError(f"num_merges must be >= 0, got {num_merges}")
+    check_nonnegative_int("num_merges", num_merges)
     return _check_special_tokens(special_tokens)
 
 

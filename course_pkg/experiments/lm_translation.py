@@ -74,6 +74,24 @@ def prompt_ids(sentence: str, vocab: Vocab) -> list[int]:
     return vocab[tokenize(sentence)] + [vocab[SEP]]
 
 
+def _prompts_by_length(
+    sentences: Sequence[str], vocab: Vocab
+) -> tuple[list[list[int]], dict[int, list[int]]]:
+    """The prompts of sentences, and which of them share a length: prompts
+    of one length are continued together (a batch that needs no padding).
+
+    Returns:
+        (prompts, groups): N lists of ids (:func:`prompt_ids`), and
+        ``{length: indices of the prompts of that length}`` in the order of
+        their first appearance.
+    """
+    prompts = [prompt_ids(sentence, vocab) for sentence in sentences]
+    groups: dict[int, list[int]] = {}
+    for i, ids in enumerate(prompts):
+        groups.setdefault(len(ids), []).append(i)
+    return prompts, groups
+
+
 def translation_lm_arrays(
     pairs: Sequence[Pair], vocab: Vocab, num_steps: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -308,10 +326,7 @@ def translate_lm(
     """
     check_sentences("sentences", sentences)
     device = next(model.parameters()).device
-    prompts = [prompt_ids(sentence, vocab) for sentence in sentences]
-    groups: dict[int, list[int]] = {}
-    for i, ids in enumerate(prompts):
-        groups.setdefault(len(ids), []).append(i)
+    prompts, groups = _prompts_by_length(sentences, vocab)
     translations: list[list[str]] = [[] for _ in sentences]
     for length, members in groups.items():
         prompt = torch.tensor(

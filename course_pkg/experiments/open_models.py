@@ -30,7 +30,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from course_pkg.checks import check_positive_number
+from course_pkg.checks import check_bool, check_positive_number
 from course_pkg.experiments.claims import Claim
 from course_pkg.models.llama import Llama
 from course_pkg.nn.moe import load_balancing_loss
@@ -52,10 +52,7 @@ def char_model(vocab_size: int, max_len: int, experts: bool) -> Llama:
     Raises:
         TypeError/ValueError: as :class:`Llama`; experts not a bool.
     """
-    if not isinstance(experts, bool):
-        raise TypeError(
-            f"experts must be a bool, got {type(experts).__name__}"
-        )
+    check_bool("experts", experts)
     if experts:
         ffn = dict(
             ffn_num_hiddens=EXPERT_WIDTH, num_experts=NUM_EXPERTS, top_k=TOP_K

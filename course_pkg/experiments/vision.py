@@ -264,14 +264,19 @@ CNN_TRAINING = ClassifierSettings(lr=0.01)
 TRAIN_SIZES = (250, 1000, 4000)  # digits the classifiers learn from
 PATCH_SIZES = (4, 7, 14)
 POSITION_SIZES = (250, 4000)  # where learned and 2-D positions are compared
-DIGITS_VIT = {
-    "img_size": 28,
+# The body both ViTs of the chapter share: only their inputs and classes
+# differ.
+_VIT_BODY = {
     "num_hiddens": 32,
     "mlp_num_hiddens": 64,
     "num_heads": 4,
     "num_blks": 2,
     "emb_dropout": 0.0,
     "blk_dropout": 0.0,
+}
+DIGITS_VIT = {
+    "img_size": 28,
+    **_VIT_BODY,
     "num_classes": 10,
     "in_channels": 1,
 }
@@ -353,12 +358,7 @@ def accuracy(
 SCENES_VIT = {
     "img_size": GRID * CELL,
     "patch_size": CELL,  # one patch per cell
-    "num_hiddens": 32,
-    "mlp_num_hiddens": 64,
-    "num_heads": 4,
-    "num_blks": 2,
-    "emb_dropout": 0.0,
-    "blk_dropout": 0.0,
+    **_VIT_BODY,
     "num_classes": len(SHAPES),
     "in_channels": 3,
 }

@@ -333,11 +333,9 @@ def _check_beam_search(
     beam_size: object,
     alpha: object,
 ) -> None:
-    """src, src_valid_len as :func:`_check_src`; bos, eos ids; num_steps,
-    beam_size ints >= 1; alpha a finite number >= 0."""
-    _check_src(model, src, src_valid_len)
-    check_ids(bos=bos, eos=eos)
-    check_positive_int("num_steps", num_steps)
+    """The checks of :func:`greedy_decode` (src, src_valid_len, bos, eos,
+    num_steps); beam_size an int >= 1; alpha a finite number >= 0."""
+    _check_greedy_decode(model, src, src_valid_len, bos, eos, num_steps)
     check_positive_int("beam_size", beam_size)
     check_nonnegative_number("alpha", alpha)
 

@@ -21,6 +21,7 @@ from course_pkg.checks import (
     check_axes,
     check_device,
     check_int,
+    check_nonnegative_int,
     check_positive_int,
     check_same_float_dtype,
 )
@@ -249,6 +250,4 @@ def _check_lengths(lengths: list[int]) -> None:
             f"lengths must be a list of ints, got {type(lengths).__name__}"
         )
     for length in lengths:
-        check_int("lengths", length)
-        if length < 0:
-            raise ValueError(f"lengths must be >= 0, got {length}")
+        check_nonnegative_int("lengths", length)

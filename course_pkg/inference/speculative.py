@@ -39,7 +39,7 @@ import torch
 
 from course_pkg.checks import (
     check_ids,
-    check_int,
+    check_nonnegative_int,
     check_nonnegative_number,
     check_positive_int,
     check_positive_number,
@@ -315,9 +315,7 @@ def _check_sequences(name: str, sequences: Any) -> None:
 
 def _check_proposal_request(context: Any, k: Any) -> None:
     _check_sequences("context", [context] if isinstance(context, list) else 0)
-    check_int("k", k)
-    if k < 0:
-        raise ValueError(f"k must be >= 0, got {k}")
+    check_nonnegative_int("k", k)
 
 
 # ------------------------------------------------------------------ decoding
@@ -527,9 +525,7 @@ def _check_distributions(target_probs: Any, draft_probs: Any) -> None:
 def _check_options(
     max_new_tokens: Any, k: Any, eos: Any, temperature: Any = 1.0
 ) -> None:
-    check_int("max_new_tokens", max_new_tokens)
-    if max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+    check_nonnegative_int("max_new_tokens", max_new_tokens)
     check_positive_int("k", k)
     if eos is not None:
         check_ids(eos=eos)

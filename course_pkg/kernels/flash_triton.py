@@ -40,6 +40,8 @@ from course_pkg.checks import (
 from course_pkg.kernels.flash import (
     FlashAttention,
     _hide_padding,
+    _lengths,
+    _stat_dtype,
     check_flash_inputs,
 )
 
@@ -440,10 +442,9 @@ def _launch_setup(
     on the inputs' device."""
     B, H, num_queries, _ = queries.shape
     device = queries.device
-    if valid_lens is None:
+    lens = _lengths(valid_lens, B, num_queries, device)
+    if lens is None:
         lens = torch.full((B, num_queries), keys.shape[2], device=device)
-    else:
-        lens = valid_lens.to(device).reshape(B, -1).expand(B, num_queries)
     lens = lens.to(torch.int32)[:, None].expand(B, H, num_queries)
     acc = tl.float64 if queries.dtype == torch.float64 else tl.float32
     return acc, lens.contiguous()
@@ -471,7 +472,7 @@ def triton_flash_forward(
     acc, lens = _launch_setup(queries, keys, valid_lens)
     output = torch.empty_like(queries)
     lse = torch.empty(
-        (B, H, num_queries), dtype=_lse_dtype(queries.dtype),
+        (B, H, num_queries), dtype=_stat_dtype(queries),
         device=queries.device,
     )
     grid = (triton.cdiv(num_queries, block_q), B * H)
@@ -498,17 +499,12 @@ def _check_backward_inputs(
     check_same_float_dtype(
         queries=queries, output=output, grad_output=grad_output
     )
-    if lse.dtype != _lse_dtype(queries.dtype):
+    if lse.dtype != _stat_dtype(queries):
         raise TypeError(
-            f"lse must be {_lse_dtype(queries.dtype)} for {queries.dtype} "
+            f"lse must be {_stat_dtype(queries)} for {queries.dtype} "
             f"inputs (as triton_flash_forward returns it), got {lse.dtype}"
         )
     check_same_device(queries=queries, lse=lse)  # output's: checked above
-
-
-def _lse_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype of the forward's log-sum-exp: its accumulator's."""
-    return torch.float64 if dtype == torch.float64 else torch.float32
 
 
 def triton_flash_backward(

@@ -47,7 +47,7 @@ from course_pkg.models.hf_weights import (
     _count_blocks,
     _take,
 )
-from course_pkg.models.llama import _norm_head
+from course_pkg.models.llama import _FFN_LAYERS, _OURS, _THEIRS, _norm_head
 from course_pkg.nn.latent_attention import (
     LatentCache,
     MultiHeadLatentAttention,
@@ -331,11 +331,8 @@ _LOW_RANK_QUERY = (
     ("attention.W_q.1", "self_attn.q_a_layernorm"),
     ("attention.W_q.2", "self_attn.q_b_proj"),
 )
-_DENSE = (
-    ("ffn.gate", "mlp.gate_proj"),
-    ("ffn.up", "mlp.up_proj"),
-    ("ffn.down", "mlp.down_proj"),
-)
+# A dense block's FFN is named as Llama's (_FFN_LAYERS); a mixture
+# block's shared expert:
 _SHARED = (
     ("ffn.shared.gate", "mlp.shared_experts.gate_proj"),
     ("ffn.shared.up", "mlp.shared_experts.up_proj"),
@@ -365,7 +362,7 @@ def _pairs(
             if ours
             else f"model.layers.{i}.mlp.gate.weight"
         )
-        ffn = _SHARED if router in state else _DENSE
+        ffn = _SHARED if router in state else _FFN_LAYERS
         for our, their in _BLOCK_LAYERS + query + ffn:
             pairs.append(
                 (f"blks.{i}.{our}.weight", f"model.layers.{i}.{their}.weight")
@@ -390,58 +387,60 @@ def deepseek_from_hf(state_dict: Mapping[str, torch.Tensor]) -> StateDict:
         TypeError: if state_dict is not a mapping of str to tensors.
         ValueError: naming a missing, left-over or misshapen tensor.
     """
-    theirs = _check_state_dict("state_dict", state_dict)
-    num_blks = _count_blocks(
-        theirs, r"model\.layers\.(\d+)\.input_layernorm\.weight"
-    )
-    rest, result, used = dict(theirs), {}, set()
-    for i in range(num_blks):
-        prefix = f"model.layers.{i}.mlp."
-        if prefix + "gate.weight" not in theirs:
-            continue
-        part = {
-            name[len(prefix) :]: rest.pop(name)
-            for name in list(rest)
-            if name.startswith(prefix) and ".shared_experts." not in name
-        }
-        bias = part.pop("gate.e_score_correction_bias", None)
-        if bias is None:
-            raise ValueError(
-                f"state_dict has no tensor {prefix}gate.e_score_correction_bias"
-            )
-        for name, tensor in moe_from_hf(part).items():
-            result[f"blks.{i}.ffn.{name}"] = tensor
-        result[f"blks.{i}.ffn.choice_bias"] = bias
-    for our, their in _pairs(theirs, num_blks, ours=False):
-        result[our] = _take(rest, their, used)
-    _check_all_used(rest, used)
-    return result
+    return _convert(state_dict, from_hf=True)
 
 
 def deepseek_to_hf(state_dict: Mapping[str, torch.Tensor]) -> StateDict:
     """Hugging Face's ``DeepseekV3ForCausalLM`` state dict from a
     :class:`DeepSeekV3`'s: the inverse of :func:`deepseek_from_hf`, with its
     refusals (the experts in transformers 5's fused layout)."""
-    ours = _check_state_dict("state_dict", state_dict)
-    num_blks = _count_blocks(ours, r"blks\.(\d+)\.norm1\.weight")
-    rest, result, used = dict(ours), {}, set()
+    return _convert(state_dict, from_hf=False)
+
+
+# A mixture block's choice bias under its FFN's prefix: (ours, theirs).
+_CHOICE_BIAS = ("choice_bias", "gate.e_score_correction_bias")
+
+
+def _convert(
+    state_dict: Mapping[str, torch.Tensor], from_hf: bool
+) -> StateDict:
+    """:func:`deepseek_from_hf` (from_hf) or :func:`deepseek_to_hf`: each
+    mixture-of-experts block's router, experts and choice bias through the
+    mixture's own converter, every other tensor under its other name."""
+    source = _check_state_dict("state_dict", state_dict)
+    names, other = (_THEIRS, _OURS) if from_hf else (_OURS, _THEIRS)
+    bias, other_bias = _CHOICE_BIAS[::-1] if from_hf else _CHOICE_BIAS
+    convert = moe_from_hf if from_hf else moe_to_hf
+    num_blks = _count_blocks(source, names.blocks)
+    rest, result, used = dict(source), {}, set()
     for i in range(num_blks):
-        prefix = f"blks.{i}.ffn."
-        if prefix + "router.weight" not in ours:
-            continue
-        bias = rest.pop(prefix + "choice_bias", None)
-        if bias is None:
-            raise ValueError(f"state_dict has no tensor {prefix}choice_bias")
+        if f"{names.block.format(i)}{names.router}.weight" not in source:
+            continue  # a dense block
+        prefix = (names.block + names.ffn).format(i)
+        choice_bias = rest.pop(prefix + bias, None)
+        if choice_bias is None:
+            raise ValueError(f"state_dict has no tensor {prefix}{bias}")
         part = {
             name[len(prefix) :]: rest.pop(name)
             for name in list(rest)
             if name.startswith(prefix)
-            and not name.startswith(prefix + "shared.")
+            and not _is_shared(name, prefix, from_hf)
         }
-        for name, tensor in moe_to_hf(part).items():
-            result[f"model.layers.{i}.mlp.{name}"] = tensor
-        result[f"model.layers.{i}.mlp.gate.e_score_correction_bias"] = bias
-    for our, their in _pairs(ours, num_blks, ours=True):
-        result[their] = _take(rest, our, used)
+        other_prefix = (other.block + other.ffn).format(i)
+        for name, tensor in convert(part).items():
+            result[other_prefix + name] = tensor
+        result[other_prefix + other_bias] = choice_bias
+    for our, their in _pairs(source, num_blks, ours=not from_hf):
+        old, new = (their, our) if from_hf else (our, their)
+        result[new] = _take(rest, old, used)
     _check_all_used(rest, used)
     return result
+
+
+def _is_shared(name: str, prefix: str, from_hf: bool) -> bool:
+    """Whether a tensor under a block's FFN prefix is the shared expert's
+    (renamed with the other tensors, not through the mixture's
+    converter)."""
+    if from_hf:
+        return ".shared_experts." in name
+    return name.startswith(prefix + "shared.")

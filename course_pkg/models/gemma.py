@@ -56,14 +56,18 @@ from course_pkg.models.hf_weights import (
     _take,
 )
 from course_pkg.models.llama import (
+    _ATTENTION_LAYERS,
+    _FFN_LAYERS,
+    _OURS,
+    _THEIRS,
     LlamaBlock,
+    _anchor_sizes,
     _check_attention_options,
     _check_shapes,
     _halves_to_pairs,
     _layer,
     _norm_head,
     _pairs_to_halves,
-    _sizes,
 )
 from course_pkg.models.variant_gpt import VariantGPT
 from course_pkg.nn.attention import KVCache
@@ -290,18 +294,11 @@ def _check_gemma3_args(
 # model.layers.{i}.). Norm gains are Hugging Face's weights plus one.
 _BLOCK_LAYERS = (
     ("norm1", "input_layernorm"),
-    ("attention.W_q", "self_attn.q_proj"),
-    ("attention.W_k", "self_attn.k_proj"),
-    ("attention.W_v", "self_attn.v_proj"),
-    ("attention.W_o", "self_attn.o_proj"),
-    ("attention.W_q.norm", "self_attn.q_norm"),
-    ("attention.W_k.norm", "self_attn.k_norm"),
+    *_ATTENTION_LAYERS,
     ("post_norm1", "post_attention_layernorm"),
     ("norm2", "pre_feedforward_layernorm"),
     ("post_norm2", "post_feedforward_layernorm"),
-    ("ffn.gate", "mlp.gate_proj"),
-    ("ffn.up", "mlp.up_proj"),
-    ("ffn.down", "mlp.down_proj"),
+    *_FFN_LAYERS,
 )
 _NORMS = {"norm1", "attention.W_q.norm", "attention.W_k.norm", "post_norm1"}
 _NORMS |= {"norm2", "post_norm2", "dense.0"}
@@ -347,35 +344,7 @@ def gemma_from_hf(
         ValueError: naming a missing, left-over or misshapen tensor, or a
             num_heads that does not fit the weights.
     """
-    theirs = _check_state_dict("state_dict", state_dict)
-    if "model.embed_tokens.weight" in theirs:  # the head is tied
-        theirs.setdefault(
-            "lm_head.weight", theirs["model.embed_tokens.weight"]
-        )
-    num_blks = _count_blocks(
-        theirs, r"model\.layers\.(\d+)\.input_layernorm\.weight"
-    )
-    pairs = _pairs(num_blks)
-    sizes = _sizes(theirs, num_heads, "model.embed_tokens.weight",
-                   "model.layers.0.self_attn.q_proj.weight",
-                   "model.layers.0.self_attn.k_proj.weight",
-                   "model.layers.0.mlp.gate_proj.weight")  # fmt: skip
-    _check_shapes(theirs, pairs, sizes, ours=False)
-    factor = _query_factor(sizes["d"], query_pre_attn_scalar)
-    result: StateDict = {}
-    used: set[str] = set()
-    for our_name, their_name in pairs:
-        tensor = _take(theirs, their_name, used)
-        layer = _layer(our_name)
-        if layer in _NORMS:
-            tensor = tensor + 1
-        if layer == "attention.W_q.norm":
-            tensor = tensor * factor
-        if layer in _ROTATED:
-            tensor = _halves_to_pairs(tensor, sizes["d"])
-        result[our_name] = tensor
-    _check_all_used(theirs, used)
-    return result
+    return _convert(state_dict, num_heads, query_pre_attn_scalar, True)
 
 
 def gemma_to_hf(
@@ -386,29 +355,65 @@ def gemma_to_hf(
     """Hugging Face's ``Gemma3ForCausalLM`` state dict from a
     :class:`Gemma3`'s: the inverse of :func:`gemma_from_hf`, with its
     refusals."""
-    ours = _check_state_dict("state_dict", state_dict)
-    num_blks = _count_blocks(ours, r"blks\.(\d+)\.norm1\.weight")
-    pairs = _pairs(num_blks)
-    sizes = _sizes(ours, num_heads, "embedding.weight",
-                   "blks.0.attention.W_q.weight",
-                   "blks.0.attention.W_k.weight",
-                   "blks.0.ffn.gate.weight")  # fmt: skip
-    _check_shapes(ours, pairs, sizes, ours=True)
+    return _convert(state_dict, num_heads, query_pre_attn_scalar, False)
+
+
+def _convert(
+    state_dict: Mapping[str, torch.Tensor],
+    num_heads: int,
+    query_pre_attn_scalar: float | None,
+    from_hf: bool,
+) -> StateDict:
+    """:func:`gemma_from_hf` (from_hf) or :func:`gemma_to_hf`: every tensor
+    under the other side's name, through :func:`_from_hf` or
+    :func:`_to_hf`."""
+    source = _check_state_dict("state_dict", state_dict)
+    names = _THEIRS if from_hf else _OURS
+    if from_hf and names.embedding in source:  # the head is tied
+        source.setdefault("lm_head.weight", source[names.embedding])
+    pairs = _pairs(_count_blocks(source, names.blocks))
+    sizes = _anchor_sizes(source, num_heads, names, experts=False)
+    _check_shapes(source, pairs, sizes, ours=not from_hf)
     factor = _query_factor(sizes["d"], query_pre_attn_scalar)
+    convert = _from_hf if from_hf else _to_hf
     result: StateDict = {}
     used: set[str] = set()
     for our_name, their_name in pairs:
-        tensor = _take(ours, our_name, used)
-        layer = _layer(our_name)
-        if layer in _ROTATED:
-            tensor = _pairs_to_halves(tensor, sizes["d"])
-        if layer == "attention.W_q.norm":
-            tensor = tensor / factor
-        if layer in _NORMS:
-            tensor = tensor - 1
-        result[their_name] = tensor
-    _check_all_used(ours, used)
+        old, new = (
+            (their_name, our_name) if from_hf else (our_name, their_name)
+        )
+        tensor = _take(source, old, used)
+        result[new] = convert(tensor, _layer(our_name), sizes["d"], factor)
+    _check_all_used(source, used)
     return result
+
+
+def _from_hf(
+    tensor: torch.Tensor, layer: str, head_width: int, factor: float
+) -> torch.Tensor:
+    """Hugging Face's weight of a layer as ours: norm gains plus one, the
+    query norm's times factor, then the rotated rows to the course's
+    pairs."""
+    if layer in _NORMS:
+        tensor = tensor + 1
+    if layer == "attention.W_q.norm":
+        tensor = tensor * factor
+    if layer in _ROTATED:
+        tensor = _halves_to_pairs(tensor, head_width)
+    return tensor
+
+
+def _to_hf(
+    tensor: torch.Tensor, layer: str, head_width: int, factor: float
+) -> torch.Tensor:
+    """The inverse of :func:`_from_hf`, its steps in reverse order."""
+    if layer in _ROTATED:
+        tensor = _pairs_to_halves(tensor, head_width)
+    if layer == "attention.W_q.norm":
+        tensor = tensor / factor
+    if layer in _NORMS:
+        tensor = tensor - 1
+    return tensor
 
 
 def _query_factor(head_width: int, query_pre_attn_scalar: object) -> float:

@@ -33,10 +33,10 @@ from torch import nn
 
 from course_pkg.checks import (
     check_block_sizes,
+    check_choice,
     check_features,
     check_module_input,
     check_positive_int,
-    check_str,
     check_tensor,
     check_token_ids,
 )
@@ -313,10 +313,6 @@ def _check_layer(
     divisible by H, attention one of ``ATTENTIONS``: checked before
     any layer is built. TypeError, ValueError naming the argument."""
     check_block_sizes(num_hiddens, ffn_num_hiddens, num_heads, 0.0)
-    check_str("attention", attention)
-    if attention not in ATTENTIONS:
-        raise ValueError(
-            f"attention must be one of {ATTENTIONS}, got {attention!r}"
-        )
+    check_choice("attention", attention, ATTENTIONS)
     if num_features is not None:
         check_positive_int("num_features", num_features)

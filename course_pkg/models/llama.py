@@ -43,6 +43,7 @@ key/value heads, ``d`` = D / H, ``F`` FFN width, ``V`` vocabulary size.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -50,6 +51,8 @@ from torch import nn
 
 from course_pkg.checks import (
     check_block_sizes,
+    check_bool,
+    check_choice,
     check_features,
     check_nonnegative_number,
     check_positive_int,
@@ -589,14 +592,7 @@ def _check_llama_args(
         sliding_window, dropout, head_width,
     )  # fmt: skip
     _check_experts("swiglu", num_experts, top_k, norm_topk_prob)
-    if not isinstance(rope_type, str):
-        raise TypeError(
-            f"rope_type must be a str, got {type(rope_type).__name__}"
-        )
-    if rope_type not in ROPE_TYPES:
-        raise ValueError(
-            f"rope_type must be one of {ROPE_TYPES}, got {rope_type!r}"
-        )
+    check_choice("rope_type", rope_type, ROPE_TYPES)
     rotary = _checked_rotary(head_width, rope_base)
     try:  # checked whatever rope_type is: a bad value is a bad call
         _check_llama3(
@@ -671,10 +667,7 @@ def _check_attention_options(
         raise ValueError(
             f"head_width must be even (RoPE rotates pairs), got {head_width}"
         )
-    if not isinstance(qk_norm, bool):
-        raise TypeError(
-            f"qk_norm must be a bool, got {type(qk_norm).__name__}"
-        )
+    check_bool("qk_norm", qk_norm)
     check_nonnegative_number("norm_eps", norm_eps)
     if sliding_window is not None:
         check_positive_int("sliding_window", sliding_window)
@@ -700,28 +693,31 @@ def _check_experts(
                 f"ffn must be 'swiglu' with num_experts, got {ffn!r}"
             )
         _check_top_k(top_k, num_experts)
-    if not isinstance(norm_topk_prob, bool):
-        raise TypeError(
-            f"norm_topk_prob must be a bool, got {type(norm_topk_prob).__name__}"
-        )
+    check_bool("norm_topk_prob", norm_topk_prob)
 
 
 # --------------------------------------------------------------- converters
 
 # A block's layers: (ours under blks.{i}., Hugging Face's under
 # model.layers.{i}.). The q/k projections and norms are permuted.
-_BLOCK_LAYERS = (
-    ("norm1", "input_layernorm"),
+_ATTENTION_LAYERS = (
     ("attention.W_q", "self_attn.q_proj"),
     ("attention.W_k", "self_attn.k_proj"),
     ("attention.W_v", "self_attn.v_proj"),
     ("attention.W_o", "self_attn.o_proj"),
     ("attention.W_q.norm", "self_attn.q_norm"),
     ("attention.W_k.norm", "self_attn.k_norm"),
-    ("norm2", "post_attention_layernorm"),
+)
+_FFN_LAYERS = (
     ("ffn.gate", "mlp.gate_proj"),
     ("ffn.up", "mlp.up_proj"),
     ("ffn.down", "mlp.down_proj"),
+)
+_BLOCK_LAYERS = (
+    ("norm1", "input_layernorm"),
+    *_ATTENTION_LAYERS,
+    ("norm2", "post_attention_layernorm"),
+    *_FFN_LAYERS,
 )
 _PERMUTED = ("attention.W_q", "attention.W_k")
 _NORMS = ("attention.W_q.norm", "attention.W_k.norm")
@@ -792,26 +788,7 @@ def llama_from_hf(
         ValueError: naming a missing, left-over or misshapen tensor, or a
             num_heads that does not fit the weights.
     """
-    theirs = _check_state_dict("state_dict", state_dict)
-    num_blks = _count_blocks(
-        theirs, r"model\.layers\.(\d+)\.input_layernorm\.weight"
-    )
-    qk_norm = "model.layers.0.self_attn.q_norm.weight" in theirs
-    experts = "model.layers.0.mlp.gate.weight" in theirs
-    pairs = _pairs(num_blks, qk_norm, experts)
-    gate = None if experts else "model.layers.0.mlp.gate_proj.weight"
-    sizes = _sizes(theirs, num_heads, "model.embed_tokens.weight",
-                   "model.layers.0.self_attn.q_proj.weight",
-                   "model.layers.0.self_attn.k_proj.weight", gate)  # fmt: skip
-    _check_shapes(theirs, pairs, sizes, ours=False)
-    if not experts:
-        return _renamed(theirs, pairs, _halves_to_pairs, sizes["d"], True)
-    rest, parts = _split_blocks(theirs, num_blks, "model.layers.{}.mlp.")
-    result = _renamed(rest, pairs, _halves_to_pairs, sizes["d"], True)
-    for i, part in enumerate(parts):
-        converted = moe_from_hf(part)
-        result.update({f"blks.{i}.ffn.{k}": v for k, v in converted.items()})
-    return result
+    return _convert(state_dict, num_heads, from_hf=True)
 
 
 def llama_to_hf(
@@ -828,25 +805,75 @@ def llama_to_hf(
     Returns:
         {name: tensor} for ``load_state_dict`` of Hugging Face's model.
     """
-    ours = _check_state_dict("state_dict", state_dict)
-    num_blks = _count_blocks(ours, r"blks\.(\d+)\.norm1\.weight")
-    qk_norm = "blks.0.attention.W_q.norm.weight" in ours
-    experts = "blks.0.ffn.router.weight" in ours
+    return _convert(state_dict, num_heads, from_hf=False)
+
+
+class _Names(NamedTuple):
+    """Where one side's state dict keeps what a converter looks for; layer
+    names are a block's, without its prefix and ``.weight``."""
+
+    blocks: str  # pattern of a block's first norm, the block index its group
+    block: str  # a block's prefix, "{}" its index
+    embedding: str
+    query: str
+    key: str
+    gate: str
+    q_norm: str
+    router: str
+    ffn: str  # the FFN's prefix within a block
+
+    def first(self, layer: str) -> str:
+        """The name of block 0's weight of layer."""
+        return f"{self.block.format(0)}{layer}.weight"
+
+
+_OURS = _Names(
+    r"blks\.(\d+)\.norm1\.weight", "blks.{}.", "embedding.weight",
+    "attention.W_q", "attention.W_k", "ffn.gate", "attention.W_q.norm",
+    "ffn.router", "ffn.",
+)  # fmt: skip
+_THEIRS = _Names(
+    r"model\.layers\.(\d+)\.input_layernorm\.weight", "model.layers.{}.",
+    "model.embed_tokens.weight", "self_attn.q_proj", "self_attn.k_proj",
+    "mlp.gate_proj", "self_attn.q_norm", "mlp.gate", "mlp.",
+)  # fmt: skip
+
+
+def _anchor_sizes(
+    state: StateDict, num_heads: object, names: _Names, experts: bool
+) -> dict[str, int]:
+    """:func:`_sizes` from the embedding and block 0's projections, named as
+    on that side (no gate with experts)."""
+    gate = None if experts else names.first(names.gate)
+    return _sizes(
+        state, num_heads, names.embedding, names.first(names.query),
+        names.first(names.key), gate,
+    )  # fmt: skip
+
+
+def _convert(
+    state_dict: Mapping[str, torch.Tensor], num_heads: int, from_hf: bool
+) -> StateDict:
+    """:func:`llama_from_hf` (from_hf) or :func:`llama_to_hf`: every tensor
+    under the other side's name, the rotated ones permuted within each
+    head, each block's experts through the mixture's own converter."""
+    source = _check_state_dict("state_dict", state_dict)
+    names, other = (_THEIRS, _OURS) if from_hf else (_OURS, _THEIRS)
+    num_blks = _count_blocks(source, names.blocks)
+    qk_norm = names.first(names.q_norm) in source
+    experts = names.first(names.router) in source
     pairs = _pairs(num_blks, qk_norm, experts)
-    gate = None if experts else "blks.0.ffn.gate.weight"
-    sizes = _sizes(ours, num_heads, "embedding.weight",
-                   "blks.0.attention.W_q.weight",
-                   "blks.0.attention.W_k.weight", gate)  # fmt: skip
-    _check_shapes(ours, pairs, sizes, ours=True)
+    sizes = _anchor_sizes(source, num_heads, names, experts)
+    _check_shapes(source, pairs, sizes, ours=not from_hf)
+    permute = _halves_to_pairs if from_hf else _pairs_to_halves
     if not experts:
-        return _renamed(ours, pairs, _pairs_to_halves, sizes["d"], False)
-    rest, parts = _split_blocks(ours, num_blks, "blks.{}.ffn.")
-    result = _renamed(rest, pairs, _pairs_to_halves, sizes["d"], False)
+        return _renamed(source, pairs, permute, sizes["d"], from_hf)
+    rest, parts = _split_blocks(source, num_blks, names.block + names.ffn)
+    result = _renamed(rest, pairs, permute, sizes["d"], from_hf)
+    convert = moe_from_hf if from_hf else moe_to_hf
     for i, part in enumerate(parts):
-        converted = moe_to_hf(part)
-        result.update(
-            {f"model.layers.{i}.mlp.{k}": v for k, v in converted.items()}
-        )
+        prefix = (other.block + other.ffn).format(i)
+        result.update({prefix + k: v for k, v in convert(part).items()})
     return result
 
 

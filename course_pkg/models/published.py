@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from course_pkg.checks import check_positive_int
 from course_pkg.models.deepseek import DeepSeekV3
 from course_pkg.models.gemma import Gemma3
 from course_pkg.models.gpt2 import GPT2
@@ -306,12 +307,7 @@ def _check_cache_numel_per_token(name: object, context: object) -> Published:
             "name must be a decoder-only model; T5's cache depends on its "
             "input's length"
         )
-    if not isinstance(context, int) or isinstance(context, bool):
-        raise TypeError(
-            f"context must be an int, got {type(context).__name__}"
-        )
-    if context < 1:
-        raise ValueError(f"context must be >= 1, got {context}")
+    check_positive_int("context", context)
     return model
 
 

@@ -39,6 +39,7 @@ from torch import nn
 
 from course_pkg.checks import (
     check_block_sizes,
+    check_choice,
     check_features,
     check_sizes,
     check_tensor,
@@ -281,14 +282,7 @@ def _check_variant_gpt_args(
 
 def check_placement(placement: Any) -> None:
     """Refuse a placement other than "post" or "pre" (TypeError/ValueError)."""
-    if not isinstance(placement, str):
-        raise TypeError(
-            f"placement must be a str, got {type(placement).__name__}"
-        )
-    if placement not in PLACEMENTS:
-        raise ValueError(
-            f"placement must be one of {PLACEMENTS}, got {placement!r}"
-        )
+    check_choice("placement", placement, PLACEMENTS)
 
 
 @dataclass(frozen=True)

@@ -35,13 +35,13 @@ from torch import nn
 
 from course_pkg.checks import (
     check_block_sizes,
+    check_choice,
     check_features,
     check_images,
     check_positive_int,
     check_positive_number,
     check_probability,
     check_sizes,
-    check_str,
     check_tensor,
 )
 from course_pkg.models.hf_weights import (
@@ -413,11 +413,7 @@ def _check_vit_args(
     ):  # fmt: skip
         check_positive_int(name, size)
     check_positive_number("norm_eps", norm_eps)
-    check_str("positions", positions)
-    if positions not in POSITIONS:
-        raise ValueError(
-            f"positions must be one of {POSITIONS}, got {positions!r}"
-        )
+    check_choice("positions", positions, POSITIONS)
     if positions == "sincos2d" and num_hiddens % 4:
         raise ValueError(
             "sincos2d positions need num_hiddens divisible by 4, "

@@ -31,12 +31,13 @@ import torch
 
 from course_pkg.checks import (
     check_axes,
+    check_bool,
     check_device,
     check_generator,
+    check_head_qkv,
     check_int,
     check_positive_int,
     check_same_device,
-    check_same_float_dtype,
 )
 from course_pkg.nn.masks import _masked_softmax
 
@@ -122,7 +123,7 @@ def _check_window_graph(
     a usable device, returned as a torch.device (or None)."""
     check_positive_int("num_tokens", num_tokens)
     check_positive_int("window", window)
-    _check_bool("causal", causal)
+    check_bool("causal", causal)
     return check_device("device", device)
 
 
@@ -303,12 +304,8 @@ def _check_graph_attention(
 ) -> None:
     """queries (B, H, Q, d), keys (B, H, K, d), values (B, H, K, d_v) of one
     float dtype; mask (Q, K) bool on the queries' device."""
-    check_axes("queries", queries, "BHQd", (None,) * 4)
-    batch, heads, num_queries, width = queries.shape
-    check_axes("keys", keys, "BHKd", (batch, heads, None, width))
-    num_keys = keys.shape[2]
-    check_axes("values", values, "BHKd", (batch, heads, num_keys, None))
-    check_same_float_dtype(queries=queries, keys=keys, values=values)
+    check_head_qkv(queries, keys, values)
+    num_queries, num_keys = queries.shape[2], keys.shape[2]
     check_axes("mask", mask, "QK", (num_queries, num_keys))
     _check_mask(mask)
     check_same_device(queries=queries, mask=mask)

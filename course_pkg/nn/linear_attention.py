@@ -47,8 +47,10 @@ from course_pkg.checks import (
     check_attention_inputs,
     check_axes,
     check_block_sizes,
+    check_bool,
     check_callable,
     check_floats,
+    check_head_qkv,
     check_module_input,
     check_positive_number,
     check_same_float_dtype,
@@ -430,14 +432,9 @@ def _check_kernel_inputs(
     """queries (B, H, Q, d), keys (B, H, K, d), values (B, H, K, d_v) of one
     float dtype and device, a bool causal (K >= Q when True) and eps > 0:
     TypeError, ValueError naming the argument."""
-    check_axes("queries", queries, "BHQd", (None,) * 4)
-    batch, heads, num_queries, width = queries.shape
-    check_axes("keys", keys, "BHKd", (batch, heads, None, width))
-    num_keys = keys.shape[2]
-    check_axes("values", values, "BHKd", (batch, heads, num_keys, None))
-    check_same_float_dtype(queries=queries, keys=keys, values=values)
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
+    check_head_qkv(queries, keys, values)
+    num_queries, num_keys = queries.shape[2], keys.shape[2]
+    check_bool("causal", causal)
     if causal and num_keys < num_queries:
         raise ValueError(
             f"causal attention needs K >= Q, got Q={num_queries}, K={num_keys}"

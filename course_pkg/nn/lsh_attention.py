@@ -33,6 +33,7 @@ import torch.nn.functional as F
 
 from course_pkg.checks import (
     check_axes,
+    check_bool,
     check_generator,
     check_positive_int,
     check_same_float_dtype,
@@ -150,6 +151,5 @@ def _check_lsh_attention(
     check_positive_int("num_buckets", num_buckets)
     if num_buckets > 1 and num_buckets % 2:
         raise ValueError(f"num_buckets must be 1 or even, got {num_buckets}")
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
+    check_bool("causal", causal)
     check_generator(generator)

@@ -22,6 +22,7 @@ from course_pkg.checks import (
     check_int,
     check_integer_dtype,
     check_masks,
+    check_nonnegative_int,
     check_positive_int,
     check_range,
     check_same_device,
@@ -63,9 +64,7 @@ def _check_sequence_mask(valid_lens: object, max_len: object) -> None:
             f"got {tuple(valid_lens.shape)}"
         )
     check_integer_dtype("valid_lens", valid_lens)
-    check_int("max_len", max_len)
-    if max_len < 0:
-        raise ValueError(f"max_len must be >= 0, got {max_len}")
+    check_nonnegative_int("max_len", max_len)
     check_range("valid_lens", valid_lens, 0, max_len)
 
 
@@ -113,9 +112,7 @@ def _check_causal_mask(
 def _check_causal_sizes(num_queries: object, num_keys: int) -> None:
     """Refuse a query count that is not an int in [0, K] (a causal mask
     needs K >= Q); num_keys is an int already."""
-    check_int("num_queries", num_queries)
-    if num_queries < 0:
-        raise ValueError(f"num_queries must be >= 0, got {num_queries}")
+    check_nonnegative_int("num_queries", num_queries)
     if num_keys < num_queries:
         raise ValueError(
             "num_keys must be >= num_queries (a causal mask needs K >= Q), "
@@ -207,9 +204,7 @@ def _check_attention_mask(
     """num_keys K an int >= 0; device None or usable; valid_lens None or a
     (B,) or (B, Q) integer tensor; with causal, num_queries an int in [0, K].
     Returns the device as a torch.device (or None)."""
-    check_int("num_keys", num_keys)
-    if num_keys < 0:
-        raise ValueError(f"num_keys must be >= 0, got {num_keys}")
+    check_nonnegative_int("num_keys", num_keys)
     device = check_device("device", device)
     if valid_lens is not None:
         check_tensor_type("valid_lens", valid_lens)

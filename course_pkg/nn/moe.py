@@ -35,12 +35,13 @@ import torch
 from torch import nn
 
 from course_pkg.checks import (
+    check_bool,
+    check_choice,
     check_features,
     check_float_tensor,
     check_positive_number,
     check_same_float_dtype,
     check_sizes,
-    check_str,
 )
 from course_pkg.nn.modern_blocks import SwiGLUFFN
 
@@ -203,11 +204,7 @@ def _check_moe_feed_forward_args(
     top_k <= num_experts, norm_topk_prob a bool."""
     check_sizes(num_hiddens=num_hiddens, ffn_num_hiddens=ffn_num_hiddens)
     _check_top_k(top_k, num_experts)
-    if not isinstance(norm_topk_prob, bool):
-        raise TypeError(
-            "norm_topk_prob must be a bool, "
-            f"got {type(norm_topk_prob).__name__}"
-        )
+    check_bool("norm_topk_prob", norm_topk_prob)
 
 
 class DeepSeekMoE(nn.Module):
@@ -343,11 +340,7 @@ def _check_deepseek(
             f"top_groups={top_groups} must be <= num_groups={num_groups} "
             f"and hold top_k={top_k} experts ({per_group} a group)"
         )
-    if not isinstance(norm_topk_prob, bool):
-        raise TypeError(
-            "norm_topk_prob must be a bool, "
-            f"got {type(norm_topk_prob).__name__}"
-        )
+    check_bool("norm_topk_prob", norm_topk_prob)
 
 
 def load_balancing_loss(
@@ -576,9 +569,7 @@ def _check_moe_to_hf(state_dict: object, layout: object) -> StateDict:
     """layout a str of :data:`HF_LAYOUTS`; state_dict a mapping of str to
     tensors, returned as a (shallow-copied) dict. The tensors' names and
     shapes are checked as :func:`moe_to_hf` reads them."""
-    check_str("layout", layout)
-    if layout not in HF_LAYOUTS:
-        raise ValueError(f"layout must be one of {HF_LAYOUTS}, got {layout!r}")
+    check_choice("layout", layout, HF_LAYOUTS)
     return _check_state_dict(state_dict)
 
 

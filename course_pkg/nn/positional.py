@@ -15,6 +15,7 @@ from course_pkg.checks import (
     check_float_tensor,
     check_int,
     check_last_dim,
+    check_nonnegative_int,
     check_on_device,
     check_positive_int,
     check_probability,
@@ -54,9 +55,7 @@ def sinusoidal_table(max_len: int, num_hiddens: int) -> torch.Tensor:
 def _check_sinusoidal_table(max_len: object, num_hiddens: object) -> None:
     """num_hiddens D a positive even int; max_len an int >= 0."""
     check_int("num_hiddens", num_hiddens)
-    check_int("max_len", max_len)
-    if max_len < 0:
-        raise ValueError(f"max_len must be >= 0, got {max_len}")
+    check_nonnegative_int("max_len", max_len)
     if num_hiddens <= 0 or num_hiddens % 2:
         raise ValueError(
             f"num_hiddens must be a positive even number, got {num_hiddens}"
@@ -155,9 +154,7 @@ def _check_input(
     check_float_tensor("X", X, 3, f"(B, T, {num_hiddens})")
     check_last_dim("X", X, num_hiddens, f"(B, T, {num_hiddens})")
     check_on_device("X", X, table.device)
-    check_int("offset", offset)
-    if offset < 0:
-        raise ValueError(f"offset must be >= 0, got {offset}")
+    check_nonnegative_int("offset", offset)
     if offset + X.shape[1] > max_len:
         raise ValueError(
             f"offset + T = {offset} + {X.shape[1]} positions, "

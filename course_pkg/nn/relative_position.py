@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from course_pkg.checks import (
+    check_bool,
     check_integer_dtype,
     check_sizes,
     check_tensor_type,
@@ -88,10 +89,7 @@ def _check_relative_position_bucket(
 def _check_buckets(
     bidirectional: object, num_buckets: object, max_distance: object
 ) -> None:
-    if not isinstance(bidirectional, bool):
-        raise TypeError(
-            f"bidirectional must be a bool, got {type(bidirectional).__name__}"
-        )
+    check_bool("bidirectional", bidirectional)
     check_sizes(num_buckets=num_buckets, max_distance=max_distance)
     least = 4 if bidirectional else 2
     if num_buckets < least:

@@ -35,7 +35,7 @@ from course_pkg.checks import (
     check_positive_number,
     check_tensor,
 )
-from course_pkg.nn.rotary import RotaryEmbedding
+from course_pkg.nn.rotary import RotaryEmbedding, _check_head_width_and_base
 
 
 def llama3_inverse_frequency(
@@ -95,10 +95,7 @@ def _check_llama3_inverse_frequency(
         head_width, base, factor, low_freq_factor, high_freq_factor,
         original_max_len,
     )  # fmt: skip
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(
-            f"dtype must be a floating-point torch.dtype, got {dtype!r}"
-        )
+    _check_float_dtype(dtype)
     return check_device("device", device)
 
 
@@ -139,17 +136,7 @@ def _check_llama3(
     original_max_len: object,
 ) -> None:
     """The arguments of Llama 3's scaling (TypeError, ValueError)."""
-    if not isinstance(head_width, int) or isinstance(head_width, bool):
-        raise TypeError(
-            f"head_width must be an int, got {type(head_width).__name__}"
-        )
-    if head_width <= 0 or head_width % 2:
-        raise ValueError(
-            f"head_width must be a positive even number, got {head_width}"
-        )
-    check_positive_number("base", base)
-    if not base > 1:
-        raise ValueError(f"base must be > 1, got {base}")
+    _check_head_width_and_base(head_width, base)
     check_positive_number("factor", factor)
     if factor < 1:
         raise ValueError(f"factor must be >= 1, got {factor}")
@@ -241,6 +228,11 @@ def _check_llama3_rotary_embedding_angles(
 ) -> None:
     """positions a (T,) tensor; dtype a floating-point torch.dtype."""
     check_tensor("positions", positions, 1, "(T,)")
+    _check_float_dtype(dtype)
+
+
+def _check_float_dtype(dtype: object) -> None:
+    """dtype a floating-point torch.dtype (TypeError)."""
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(
             f"dtype must be a floating-point torch.dtype, got {dtype!r}"

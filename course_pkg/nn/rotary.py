@@ -134,17 +134,7 @@ def _check_rotary_embedding_args(
 ) -> None:
     """head_width d a positive even int; base a number > 1;
     position_scale a number > 0."""
-    if not isinstance(head_width, int) or isinstance(head_width, bool):
-        raise TypeError(
-            f"head_width must be an int, got {type(head_width).__name__}"
-        )
-    if head_width <= 0 or head_width % 2:
-        raise ValueError(
-            f"head_width must be a positive even number, got {head_width}"
-        )
-    check_positive_number("base", base)
-    if not base > 1:
-        raise ValueError(f"base must be > 1, got {base}")
+    _check_head_width_and_base(head_width, base)
     check_positive_number("position_scale", position_scale)
     if not position_scale > 0:
         raise ValueError(f"position_scale must be > 0, got {position_scale}")
@@ -169,3 +159,20 @@ def _check_rotary_embedding_forward(
         raise TypeError(f"offset must be an int, got {type(offset).__name__}")
     if offset < 0:
         raise ValueError(f"offset must be >= 0, got {offset}")
+
+
+def _check_head_width_and_base(head_width: object, base: object) -> None:
+    """What every RoPE checks first (here and in
+    :mod:`course_pkg.nn.rope_scaling`): head_width d a positive even int,
+    base a number > 1 (TypeError, ValueError)."""
+    if not isinstance(head_width, int) or isinstance(head_width, bool):
+        raise TypeError(
+            f"head_width must be an int, got {type(head_width).__name__}"
+        )
+    if head_width <= 0 or head_width % 2:
+        raise ValueError(
+            f"head_width must be a positive even number, got {head_width}"
+        )
+    check_positive_number("base", base)
+    if not base > 1:
+        raise ValueError(f"base must be > 1, got {base}")

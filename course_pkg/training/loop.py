@@ -34,6 +34,7 @@ from course_pkg.checks import (
     check_int,
     check_integer_dtype,
     check_logits,
+    check_nonnegative_int,
     check_positive_int,
     check_positive_number,
     check_probability,
@@ -265,9 +266,7 @@ def _check_training_record(start: object, num_tokens: object) -> None:
     """start a finite number; num_tokens None or an int >= 0."""
     check_finite_number("start", start)
     if num_tokens is not None:
-        check_int("num_tokens", num_tokens)
-        if num_tokens < 0:
-            raise ValueError(f"num_tokens must be >= 0, got {num_tokens}")
+        check_nonnegative_int("num_tokens", num_tokens)
 
 
 def _pad_and_device(
@@ -358,9 +357,7 @@ def _check_training(num_epochs: Any, lr: Any, grad_clip: Any = None) -> None:
             number.
         ValueError: if num_epochs < 0, or lr or grad_clip is not finite > 0.
     """
-    check_int("num_epochs", num_epochs)
-    if num_epochs < 0:
-        raise ValueError(f"num_epochs must be >= 0, got {num_epochs}")
+    check_nonnegative_int("num_epochs", num_epochs)
     check_positive_number("lr", lr)
     if grad_clip is not None:
         check_positive_number("grad_clip", grad_clip)
