@@ -16,11 +16,11 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 # The notebooks that take longest, chosen so that make test's two slots end together. Slot 1 runs
 # this part on the portable path, then the unit tests, the numerics and the browser check (about 7
-# min); slot 2 runs the native pass (about 9 min), then the other notebooks on the portable path.
+# min); slot 2 runs the native pass (about 12 min), then the other notebooks on the portable path.
 # With only the first four, slot 1 ran both portable parts while slot 2 idled for its last 5 min:
-# make test took 27 min 34 s. With the first six, a clean clone on 2026-11-29 took 23 min 55 s,
-# slot 2 the longer by about 2.5 min (this part 12 min 48 s, the other 13 min 13 s), so
-# modern_training (about 1 min on the native path) moved here.
+# make test took 27 min 34 s. Clean clones on 2026-11-29: with the first six, 23 min 55 s (this
+# part 13:13, the native pass 12:48, the other part 8:55: slot 2 about 1 min the longer); with
+# modern_training added, 22 min 56 s (14:15, 12:21 and 7:33: slot 1 about 2 min the longer).
 LONGEST = (
     "book/bert",
     "book/transformer_training",
