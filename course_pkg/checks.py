@@ -292,8 +292,7 @@ def check_masks(
         ValueError: if causal with K < Q, or the lengths do not fit.
     """
     batch_size, num_queries = like[1].shape[0], like[1].shape[-2]
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
+    check_bool("causal", causal)
     if causal and num_keys < num_queries:
         raise ValueError(
             f"causal attention needs K >= Q, got Q={num_queries}, K={num_keys}"

@@ -316,8 +316,3 @@ def _check_mask(mask: object) -> None:
     check_axes("mask", mask, "QK", (None, None))
     if mask.dtype != torch.bool:
         raise TypeError(f"mask must be a bool tensor, got dtype {mask.dtype}")
-
-
-def _check_bool(name: str, value: object) -> None:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
