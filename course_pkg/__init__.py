@@ -74,7 +74,8 @@ weight, file or random generator is touched). In particular:
   CPU weights is refused); data sets that a training or evaluation function
   moves batch by batch may also stay on the CPU;
 * sizes and counts are ints >= 1 (not floats, not bools); seeds and ids are
-  ints; rates, widths and probabilities are finite numbers (NaN and inf are
+  ints (sizes, counts and seeds Python ints; ids and indices, read out of
+  arrays, may be NumPy integers); rates, widths and probabilities are finite numbers (NaN and inf are
   refused);
 * a device is a ``torch.device`` or a str that this machine has (``"cuda"``
   without a GPU, ``"cuda:7"`` with one GPU, ``COURSE_DEVICE=xpu`` without

@@ -98,6 +98,16 @@ def check_float_dtype(name: str, tensor: torch.Tensor) -> None:
         )
 
 
+def check_float_dtype_arg(name: str, dtype: Any) -> None:
+    """Refuse a dtype argument (the dtype a function will build its output
+    in) that is not a floating-point ``torch.dtype``, with TypeError."""
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(
+            f"{name} must be a floating-point torch.dtype (e.g. "
+            f"torch.float32), got {dtype!r}"
+        )
+
+
 def check_float_tensor(name: str, tensor: Any, rank: int, shape: str) -> None:
     """Refuse anything but a floating-point tensor of the given rank (an
     integer tensor is refused, never cast): TypeError, ValueError."""
@@ -276,6 +286,17 @@ def check_valid_lens(
         check_range(name, valid_lens, 0, max_len)
 
 
+def check_causal(causal: Any, num_queries: int, num_keys: int) -> None:
+    """Refuse a causal flag that is not a bool (TypeError), or True with
+    fewer keys than queries (ValueError): the Q queries are the last Q of the
+    K positions, so a causal mask needs K >= Q."""
+    check_bool("causal", causal)
+    if causal and num_keys < num_queries:
+        raise ValueError(
+            f"causal attention needs K >= Q, got Q={num_queries}, K={num_keys}"
+        )
+
+
 def check_masks(
     valid_lens: Any, causal: Any, num_keys: int, like: tuple[str, torch.Tensor]
 ) -> None:
@@ -292,11 +313,7 @@ def check_masks(
         ValueError: if causal with K < Q, or the lengths do not fit.
     """
     batch_size, num_queries = like[1].shape[0], like[1].shape[-2]
-    check_bool("causal", causal)
-    if causal and num_keys < num_queries:
-        raise ValueError(
-            f"causal attention needs K >= Q, got Q={num_queries}, K={num_keys}"
-        )
+    check_causal(causal, num_queries, num_keys)
     check_valid_lens(
         "valid_lens",
         valid_lens,
@@ -438,16 +455,14 @@ def check_images(
 
 
 def check_positive_int(name: str, value: Any) -> None:
-    """Refuse anything but an int >= 1 (bool excluded).
+    """Refuse anything but a Python int >= 1 (a size or a count; see
+    :func:`check_size`).
 
     Raises:
-        TypeError: if value is not an int.
+        TypeError: if value is not a Python int (bool excluded).
         ValueError: if it is < 1.
     """
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}")
+    check_size(name, value, 1)
 
 
 def check_bool(name: str, value: Any) -> None:
@@ -457,22 +472,49 @@ def check_bool(name: str, value: Any) -> None:
 
 
 def check_int(name: str, value: Any) -> None:
-    """Refuse anything but an int (bool excluded; NumPy integers pass) with
-    TypeError."""
+    """Refuse anything but an int (bool excluded) with TypeError. For ids,
+    indices and ranks, which often come out of arrays and are only read:
+    NumPy integers pass. Sizes use :func:`check_size` (or
+    :func:`check_positive_int`, :func:`check_nonnegative_int`), seeds
+    :func:`check_seed`."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
 
 
 def check_nonnegative_int(name: str, value: Any) -> None:
-    """Refuse anything but an int >= 0 (a count or an offset that may be 0).
+    """Refuse anything but a Python int >= 0 (a count or an offset that may
+    be 0; see :func:`check_size`).
 
     Raises:
-        TypeError: if value is not an int (:func:`check_int`).
+        TypeError: if value is not a Python int (bool excluded).
         ValueError: if it is < 0.
     """
-    check_int(name, value)
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value}")
+    check_size(name, value, 0)
+
+
+def check_seed(name: str, value: Any) -> None:
+    """Refuse a seed that is not a Python int (bool and NumPy integers
+    refused: ``random.Random`` and :func:`course_pkg.device.seed_everything`
+    refuse them) with TypeError."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+
+
+def check_size(name: str, value: Any, least: int) -> None:
+    """The one rule for sizes, counts and offsets: a Python int >= least.
+
+    Not a bool, and not a NumPy integer: a size is kept in modules and configs
+    and used in shapes, where a NumPy integer fails later and far from the
+    call. Seeds follow the same rule (:func:`check_seed`); ids and indices,
+    which are only read, may be NumPy integers (:func:`check_int`).
+
+    Raises:
+        TypeError: if value is not a Python int.
+        ValueError: if it is < least.
+    """
+    check_seed(name, value)  # the same type rule
+    if value < least:
+        raise ValueError(f"{name} must be >= {least}, got {value}")
 
 
 def check_same_float_dtype(**tensors: torch.Tensor) -> None:

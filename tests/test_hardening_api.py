@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from course_pkg.data.corpus import english_french_corpus
 from course_pkg.data.translation import Vocab, source_array, tokenize
 from course_pkg.device import seed_everything
 from course_pkg.evaluation.bleu import bleu, corpus_bleu
@@ -238,3 +239,34 @@ def test_beam_search_names_bad_ids_and_alpha(kwargs, name):
             None,
             **arguments,
         )
+
+
+# One rule for ints: a size, a count, an offset or a seed is a Python int (a
+# size is kept in modules and configs and used in shapes, a seed goes to
+# random.Random: a NumPy integer would fail there, later and far from the
+# call); an id or an index comes out of arrays, is only read, and may be a
+# NumPy integer. Each door below reaches the shared checks.
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda n: causal_mask(2, n), "num_keys"),
+        (lambda n: sequence_mask(torch.tensor([1]), n), "max_len"),
+        (lambda n: TransformerEncoder(8, n, 16, 2, 1, 0.0), "num_hiddens"),
+        (lambda n: source_array(["a b"], Vocab([["a", "b"]]), n), "num_steps"),
+        (lambda n: Vocab([["a"]], min_freq=n - 4), "min_freq"),
+        (lambda n: english_french_corpus(0, n + 6), "num_pairs"),
+        (lambda n: english_french_corpus(n, 10), "seed"),
+    ],
+)
+def test_a_numpy_integer_is_refused_as_a_size_or_a_seed(call, name):
+    call(4)  # the same call with a Python int works
+    with pytest.raises(TypeError, match=rf"{name} must be an int, got int64"):
+        call(np.int64(4))
+
+
+def test_a_numpy_integer_is_accepted_as_an_id():
+    vocab = Vocab([["a", "b"]])
+    assert vocab.to_tokens(np.int64(4)) == vocab.to_tokens(4)
+    assert vocab.to_tokens(list(np.arange(5))) == vocab.to_tokens(
+        list(range(5))
+    )

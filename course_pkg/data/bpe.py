@@ -45,9 +45,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from course_pkg.checks import (
-    check_int,
     check_nonnegative_int,
     check_path,
+    check_size,
     check_str,
 )
 from course_pkg.files import write_atomically
@@ -207,7 +207,7 @@ def _check_train_bpe(
     """text a str; special_tokens a list/tuple of distinct non-empty str;
     vocab_size an int >= 256 + len(special_tokens). Returns them as a list."""
     check_str("text", text)
-    check_int("vocab_size", vocab_size)
+    check_size("vocab_size", vocab_size, 256)
     specials = _check_special_tokens(special_tokens)
     if vocab_size < 256 + len(specials):
         raise ValueError(
@@ -686,6 +686,4 @@ def train_hf_bpe(text: str, vocab_size: int) -> Tokenizer:
 def _check_train_hf_bpe(text: object, vocab_size: object) -> None:
     """text a str; vocab_size an int >= 256."""
     check_str("text", text)
-    check_int("vocab_size", vocab_size)
-    if vocab_size < 256:
-        raise ValueError(f"vocab_size must be >= 256, got {vocab_size}")
+    check_size("vocab_size", vocab_size, 256)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import version
 from pathlib import Path
 
-from course_pkg.checks import check_int
+from course_pkg.checks import check_seed, check_size
 from course_pkg.data import corpus_grammar
 from course_pkg.data.corpus_grammar import (
     TENSES,
@@ -230,10 +230,8 @@ def english_french_corpus(
 
 def _check_english_french_corpus(seed: object, num_pairs: object) -> None:
     """seed an int; num_pairs an int >= 10."""
-    check_int("seed", seed)
-    check_int("num_pairs", num_pairs)
-    if num_pairs < 10:
-        raise ValueError(f"num_pairs must be >= 10, got {num_pairs}")
+    check_seed("seed", seed)
+    check_size("num_pairs", num_pairs, 10)
 
 
 def _kept_on_disk(

@@ -21,7 +21,11 @@ import zlib
 from collections.abc import Iterable
 from typing import BinaryIO
 
-from course_pkg.checks import check_int, check_path, check_positive_number
+from course_pkg.checks import (
+    check_nonnegative_int,
+    check_path,
+    check_positive_number,
+)
 from course_pkg.data.translation import normalise
 from course_pkg.files import write_atomically
 
@@ -81,11 +85,7 @@ def _check_load_tatoeba(path: object, max_examples: object) -> None:
     """path a str or os.PathLike; max_examples None or an int >= 0."""
     check_path("path", path)
     if max_examples is not None:
-        check_int("max_examples", max_examples)
-        if max_examples < 0:
-            raise ValueError(
-                f"max_examples must be None or >= 0, got {max_examples}"
-            )
+        check_nonnegative_int("max_examples", max_examples)
 
 
 def _sha1(path: pathlib.Path) -> str:

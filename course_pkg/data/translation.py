@@ -34,7 +34,9 @@ from course_pkg.checks import (
     check_device,
     check_int,
     check_integer_dtype,
+    check_nonnegative_int,
     check_positive_int,
+    check_seed,
     check_sentences,
     check_str,
 )
@@ -229,10 +231,7 @@ def _check_vocab_args(
             "reserved_tokens must be None or a list of str tokens, got "
             f"{type(reserved_tokens).__name__}"
         )
-    if isinstance(min_freq, bool) or not isinstance(min_freq, int):
-        raise TypeError(
-            f"min_freq must be an int, got {type(min_freq).__name__}"
-        )
+    check_nonnegative_int("min_freq", min_freq)
     if tokens and all(isinstance(item, (list, tuple)) for item in tokens):
         tokens = [token for sentence in tokens for token in sentence]
     if not all(isinstance(token, str) for token in tokens):
@@ -273,10 +272,8 @@ def truncate_pad(ids: Sequence[int], num_steps: int, pad: int) -> list[int]:
 
 def _check_truncate_pad(num_steps: object, pad: object) -> None:
     """num_steps an int >= 0; pad an int."""
-    check_int("num_steps", num_steps)
+    check_nonnegative_int("num_steps", num_steps)
     check_int("pad", pad)
-    if num_steps < 0:
-        raise ValueError(f"num_steps must be >= 0, got {num_steps}")
 
 
 def source_array(
@@ -450,6 +447,6 @@ def _check_translation_dataloaders(
         raise ValueError("splits[0] (the training split) must not be empty")
     check_positive_int("batch_size", batch_size)
     check_positive_int("num_steps", num_steps)
-    check_int("min_freq", min_freq)
-    check_int("seed", seed)
+    check_nonnegative_int("min_freq", min_freq)
+    check_seed("seed", seed)
     return check_device("device", device) or torch.device("cpu")

@@ -24,11 +24,11 @@ from torch import nn
 from course_pkg.checks import (
     check_bert_batch,
     check_float_tensor,
-    check_int,
     check_integer_dtype,
     check_nonnegative_number,
     check_positive_int,
     check_same_device,
+    check_seed,
     check_tensor,
 )
 from course_pkg.data.bert_inputs import (
@@ -82,7 +82,7 @@ def new_bert(vocab_size: int, settings: BERTSettings, seed: int) -> BERTModel:
 def _check_new_bert(vocab_size: object, seed: object) -> None:
     """vocab_size an int >= 1; seed an int."""
     check_positive_int("vocab_size", vocab_size)
-    check_int("seed", seed)
+    check_seed("seed", seed)
 
 
 def fine_tune_encoders(
@@ -104,7 +104,7 @@ def fine_tune_encoders(
     Raises:
         TypeError: if seed is not an int (checked before any seeding).
     """
-    check_int("seed", seed)
+    check_seed("seed", seed)
     num_steps = (settings.max_len + 1) // 2
     classifiers: dict[str, dict[str, BERTClassifier]] = {}
     accuracy: dict[str, dict[str, float]] = {}
@@ -150,7 +150,7 @@ def compare_pretraining(
         and ``accuracy`` from :func:`fine_tune_encoders`, with the encoders
         "scratch", "MLM" and "MLM + pair".
     """
-    check_int("seed", seed)
+    check_seed("seed", seed)
     train, _, _ = english_french_corpus(0)
     labelled, _, test_rows = english_sentence_labels(0)
     english = [pair[0] for pair in train]
@@ -208,7 +208,7 @@ def pair_task_accuracy(
     Returns:
         The fraction of pairs whose class the head gets right.
     """
-    check_int("seed", seed)
+    check_seed("seed", seed)
     _, _, test = english_french_corpus(0)
     first, _, first_lens = encode_sentences(
         vocab, [english for english, _ in test], (settings.max_len + 1) // 2

@@ -31,6 +31,7 @@ from course_pkg.checks import (
     check_int,
     check_module_input,
     check_positive_int,
+    check_seed,
     check_sizes,
     check_token_ids,
 )
@@ -417,7 +418,7 @@ def _check_accuracy_by_position(
     length: object, shift: object, seed: object
 ) -> None:
     """seed an int; length T an int >= 1; shift an int in [1, T - 1]."""
-    check_int("seed", seed)
+    check_seed("seed", seed)
     check_positive_int("length", length)
     _check_shift(shift, length, "length")
 
@@ -513,7 +514,7 @@ def _check_copy_back_at_lengths(
         raise ValueError(
             f"variant must be one of {LENGTH_VARIANTS}, got {variant!r}"
         )
-    check_int("seed", seed)
+    check_seed("seed", seed)
     if not isinstance(test_lens, (tuple, list)):
         raise TypeError(
             f"test_lens must be a tuple of ints, got {type(test_lens).__name__}"
@@ -552,8 +553,8 @@ def _train(
     (lr 0.01) for num_steps steps; each call of loss_of_a_batch draws a fresh
     batch from a CPU generator seeded data_seed and scores the model on it."""
     check_positive_int("num_steps", num_steps)
-    check_int("seed", seed)
-    check_int("data_seed", data_seed)
+    check_seed("seed", seed)
+    check_seed("data_seed", data_seed)
     device = check_device("device", device)
     seed_everything(seed)
     model = make_model().to(device)

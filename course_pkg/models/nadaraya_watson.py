@@ -30,12 +30,13 @@ from torch import nn
 from course_pkg.checks import (
     check_device,
     check_float_dtype,
+    check_float_dtype_arg,
     check_floats,
-    check_int,
     check_nonnegative_number,
     check_positive_int,
     check_positive_number,
     check_same_device,
+    check_seed,
     check_sizes,
     check_tensor,
 )
@@ -297,14 +298,11 @@ def _check_make_regression_data(
     """Sizes ints >= 1, seed an int, noise >= 0, x_max > 0, device available
     (returned as a torch.device or None), dtype a float torch.dtype."""
     check_sizes(n_train=n_train, n_val=n_val)
-    check_int("seed", seed)
+    check_seed("seed", seed)
     check_nonnegative_number("noise", noise)
     check_positive_number("x_max", x_max)
     device = check_device("device", device)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(
-            f"dtype must be a floating-point torch.dtype, got {dtype}"
-        )
+    check_float_dtype_arg("dtype", dtype)
     return device
 
 

@@ -47,8 +47,8 @@ from course_pkg.checks import (
     check_attention_inputs,
     check_axes,
     check_block_sizes,
-    check_bool,
     check_callable,
+    check_causal,
     check_floats,
     check_head_qkv,
     check_module_input,
@@ -433,12 +433,7 @@ def _check_kernel_inputs(
     float dtype and device, a bool causal (K >= Q when True) and eps > 0:
     TypeError, ValueError naming the argument."""
     check_head_qkv(queries, keys, values)
-    num_queries, num_keys = queries.shape[2], keys.shape[2]
-    check_bool("causal", causal)
-    if causal and num_keys < num_queries:
-        raise ValueError(
-            f"causal attention needs K >= Q, got Q={num_queries}, K={num_keys}"
-        )
+    check_causal(causal, queries.shape[2], keys.shape[2])
     check_positive_number("eps", eps)
 
 

@@ -19,7 +19,6 @@ import torch.nn.functional as F
 from course_pkg.checks import (
     check_device,
     check_float_dtype,
-    check_int,
     check_integer_dtype,
     check_masks,
     check_nonnegative_int,
@@ -104,7 +103,7 @@ def _check_causal_mask(
 ) -> torch.device | None:
     """num_keys K an int, num_queries an int in [0, K]; device None or a
     usable device. Returns the device as a torch.device (or None)."""
-    check_int("num_keys", num_keys)
+    check_nonnegative_int("num_keys", num_keys)
     _check_causal_sizes(num_queries, num_keys)
     return check_device("device", device)
 

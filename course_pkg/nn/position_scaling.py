@@ -28,6 +28,7 @@ import math
 import torch
 
 from course_pkg.checks import (
+    check_float_dtype_arg,
     check_positive_int,
     check_positive_number,
 )
@@ -91,11 +92,7 @@ def alibi_bias(
 def _check_alibi_bias(num_heads: object, dtype: object) -> None:
     """dtype a floating-point torch.dtype; num_heads an int >= 1 (the other
     sizes and the device: :func:`~course_pkg.nn.masks.query_key_distance`)."""
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(
-            "dtype must be a floating-point torch.dtype (e.g. torch.float32), "
-            f"got {dtype!r}"
-        )
+    check_float_dtype_arg("dtype", dtype)
     check_positive_int("num_heads", num_heads)
 
 

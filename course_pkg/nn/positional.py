@@ -13,7 +13,6 @@ from torch import nn
 
 from course_pkg.checks import (
     check_float_tensor,
-    check_int,
     check_last_dim,
     check_nonnegative_int,
     check_on_device,
@@ -54,9 +53,9 @@ def sinusoidal_table(max_len: int, num_hiddens: int) -> torch.Tensor:
 
 def _check_sinusoidal_table(max_len: object, num_hiddens: object) -> None:
     """num_hiddens D a positive even int; max_len an int >= 0."""
-    check_int("num_hiddens", num_hiddens)
+    check_positive_int("num_hiddens", num_hiddens)
     check_nonnegative_int("max_len", max_len)
-    if num_hiddens <= 0 or num_hiddens % 2:
+    if num_hiddens % 2:
         raise ValueError(
             f"num_hiddens must be a positive even number, got {num_hiddens}"
         )

@@ -45,6 +45,7 @@ import torch
 from course_pkg.checks import (
     check_axes,
     check_device,
+    check_float_dtype_arg,
     check_floats,
     check_generator,
     check_same_float_dtype,
@@ -109,8 +110,7 @@ def _check_draw_orthogonal_features(
     returned as a torch.device (or None)."""
     check_sizes(num_features=num_features, head_width=head_width)
     check_generator(generator)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"dtype must be a floating-point dtype, got {dtype!r}")
+    check_float_dtype_arg("dtype", dtype)
     return check_device("device", device)
 
 

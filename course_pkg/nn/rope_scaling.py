@@ -31,6 +31,7 @@ import torch
 
 from course_pkg.checks import (
     check_device,
+    check_float_dtype_arg,
     check_positive_int,
     check_positive_number,
     check_tensor,
@@ -95,7 +96,7 @@ def _check_llama3_inverse_frequency(
         head_width, base, factor, low_freq_factor, high_freq_factor,
         original_max_len,
     )  # fmt: skip
-    _check_float_dtype(dtype)
+    check_float_dtype_arg("dtype", dtype)
     return check_device("device", device)
 
 
@@ -228,12 +229,4 @@ def _check_llama3_rotary_embedding_angles(
 ) -> None:
     """positions a (T,) tensor; dtype a floating-point torch.dtype."""
     check_tensor("positions", positions, 1, "(T,)")
-    _check_float_dtype(dtype)
-
-
-def _check_float_dtype(dtype: object) -> None:
-    """dtype a floating-point torch.dtype (TypeError)."""
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(
-            f"dtype must be a floating-point torch.dtype, got {dtype!r}"
-        )
+    check_float_dtype_arg("dtype", dtype)

@@ -136,8 +136,6 @@ def _check_rotary_embedding_args(
     position_scale a number > 0."""
     _check_head_width_and_base(head_width, base)
     check_positive_number("position_scale", position_scale)
-    if not position_scale > 0:
-        raise ValueError(f"position_scale must be > 0, got {position_scale}")
 
 
 def _check_rotary_embedding_forward(

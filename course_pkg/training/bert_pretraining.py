@@ -25,7 +25,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_pkg.checks import check_bert_batch, check_int, check_positive_int
+from course_pkg.checks import (
+    check_bert_batch,
+    check_positive_int,
+    check_seed,
+)
 from course_pkg.data.bert_inputs import (
     NUM_SPECIAL,
     add_second_segment,
@@ -198,7 +202,7 @@ def _check_pretrain_bert(
 ) -> None:
     """seed an int; steps None or an int >= 1; english and french of one
     length."""
-    check_int("seed", seed)
+    check_seed("seed", seed)
     if steps is not None:
         check_positive_int("steps", steps)
     if len(english) != len(french):
@@ -270,7 +274,7 @@ def _check_fine_tune(
     """tokens, segments (N, T), valid_lens (N,) and labels as
     :func:`check_bert_batch` checks them, labels (N,); seed an int."""
     check_bert_batch(classifier, tokens, segments, valid_lens, labels=labels)
-    check_int("seed", seed)
+    check_seed("seed", seed)
     if labels.shape != (tokens.shape[0],):
         raise ValueError(
             f"labels must have shape (N,)=({tokens.shape[0]},), "

@@ -38,6 +38,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from course_pkg.checks import (
     check_grad_clip,
     check_int,
+    check_seed,
     check_sizes,
 )
 from course_pkg.training.loop import masked_cross_entropy
@@ -248,7 +249,7 @@ def _check_sharded_loader(
     rank an int in [0, p); seed an int."""
     check_sizes(global_batch_size=global_batch_size, world_size=world_size)
     check_int("rank", rank)
-    check_int("seed", seed)
+    check_seed("seed", seed)
     if world_size < 1 or not 0 <= rank < world_size:
         raise ValueError(
             f"need world_size >= 1 and rank in [0, world_size), got rank={rank}, "

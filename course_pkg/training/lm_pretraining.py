@@ -46,11 +46,13 @@ from course_pkg.checks import (
     check_int,
     check_integer_dtype,
     check_logits,
+    check_nonnegative_int,
     check_nonnegative_number,
     check_positive_int,
     check_positive_number,
     check_range,
     check_same_device,
+    check_seed,
     check_str,
     check_tensor,
 )
@@ -483,15 +485,11 @@ def _check_lm_settings_args(settings: LMSettings) -> None:
         "num_steps",
         "eval_every",
         "eval_batch_size",
+        "num_updates",
     ):
         check_positive_int(name, getattr(settings, name))
-    check_int("num_updates", settings.num_updates)
-    check_int("warmup_steps", settings.warmup_steps)
-    check_int("seed", settings.seed)
-    if settings.num_updates < 1:
-        raise ValueError(
-            f"num_updates must be >= 1, got {settings.num_updates}"
-        )
+    check_nonnegative_int("warmup_steps", settings.warmup_steps)
+    check_seed("seed", settings.seed)
     check_positive_number("lr", settings.lr)
     for name in ("min_lr_factor", "weight_decay", "beta1", "beta2"):
         check_nonnegative_number(name, getattr(settings, name))

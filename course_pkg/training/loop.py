@@ -148,12 +148,8 @@ def linear_warmup(step: int, warmup_steps: int) -> float:
 
 def _check_linear_warmup(step: object, warmup_steps: object) -> None:
     """step an int >= 1; warmup_steps an int >= 0."""
-    check_int("step", step)
-    check_int("warmup_steps", warmup_steps)
-    if step < 1:
-        raise ValueError(f"step counts updates from 1, got {step}")
-    if warmup_steps < 0:
-        raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
+    check_positive_int("step", step)
+    check_nonnegative_int("warmup_steps", warmup_steps)
 
 
 def warmup_inverse_sqrt(
