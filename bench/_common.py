@@ -231,17 +231,14 @@ def verdict(ratios: dict[int, float], target: float) -> str:
     return f"MISSES the target at T={missed}"
 
 
-# The inference chapter's draft GPT: its target's settings (GPT_SETTINGS of
-# course_pkg.experiments.lm_translation) but for these.
-DRAFT_SIZES = {"ffn_num_hiddens": 64, "num_blks": 2}
-
-
 def target_and_draft(
     pairs, vocab, epochs: int | None = None
 ) -> tuple[torch.nn.Module, torch.nn.Module]:
-    """The inference chapter's target and draft GPTs, each trained on the
-    translation pairs as the chapter trains it (seed 0; the first ``epochs``
-    epochs of its rates, None: every one); in eval mode, need_weights off.
+    """The inference chapter's target and draft GPTs (GPT_SETTINGS and
+    DRAFT_SETTINGS of course_pkg.experiments.lm_translation), each trained on
+    the translation pairs as the chapter trains it (seed 0; the first
+    ``epochs`` epochs of its rates, None: every one); in eval mode,
+    need_weights off.
 
     Args:
         pairs: the training pairs. vocab: their language-model vocabulary
@@ -250,27 +247,16 @@ def target_and_draft(
     # Imported here: a bench record's fingerprint counts every course_pkg
     # module its run imported, and only the scripts that train these GPTs
     # (inference, speculative) use these.
-    from course_pkg.device import seed_everything
     from course_pkg.experiments.lm_translation import (
+        DRAFT_SETTINGS,
         GPT_SETTINGS,
-        GPTSettings,
-        train_lm,
-        translation_lm_loader,
+        train_translation_gpt,
     )
-    from course_pkg.models.gpt import GPT
 
-    def train(settings: GPTSettings) -> GPT:
-        loader = translation_lm_loader(
-            pairs, vocab, settings.batch_size, settings.num_steps, seed=0
-        )
-        seed_everything(0)
-        model = GPT(len(vocab), **settings.model_sizes())
-        model.need_weights = False
-        lrs = settings.lr_per_epoch[:epochs]
-        train_lm(model, loader, lrs, vocab.pad, settings.grad_clip)
-        return model.eval()
-
-    return train(GPT_SETTINGS), train(GPTSettings(**DRAFT_SIZES))
+    return tuple(
+        train_translation_gpt(pairs, vocab, settings, num_epochs=epochs)[0]
+        for settings in (GPT_SETTINGS, DRAFT_SETTINGS)
+    )
 
 
 def train_rate_per_epoch(

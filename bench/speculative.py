@@ -48,7 +48,7 @@ from course_pkg.data.corpus import english_french_corpus
 from course_pkg.data.translation import tokenize
 from course_pkg.experiments import bench_records
 from course_pkg.experiments.lm_translation import (
-    GPTSettings,
+    DRAFT_SETTINGS,
     prompt_ids,
     translation_lm_vocab,
 )
@@ -62,7 +62,6 @@ from course_pkg.models.gpt import GPT, generate
 
 import _common
 
-DRAFT_SETTINGS = GPTSettings(**_common.DRAFT_SIZES)  # the chapter's
 GAMMAS = {"draft GPT": (1, 2, 4), "n-gram": (1, 2, 4, 8), "lookup": (1, 4)}
 # GPT-2 small's sizes (12 blocks of them), and its vocabulary
 WIDE = dict(num_hiddens=768, ffn_num_hiddens=3072, num_heads=12, dropout=0.0)

@@ -764,6 +764,12 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
         lr_per_epoch=[0.01],
         pad=0,
     ),
+    "experiments.lm_translation.train_translation_gpt": lambda: dict(
+        pairs=[("a b", "c d")],
+        vocab=_lm_vocab(),
+        settings=TINY_GPT_SETTINGS,
+        num_epochs=1,
+    ),
     "experiments.lm_translation.translate_lm": lambda: dict(
         model=gpt.GPT(len(_lm_vocab()), 8, 16, 2, 1, 0.0, max_len=16),
         sentences=["a b"],
@@ -1438,6 +1444,13 @@ def _hf_vit_state() -> dict[str, torch.Tensor]:
         intermediate_size=16, image_size=8, patch_size=4, num_labels=3,
     )  # fmt: skip
     return ViTForImageClassification(config).state_dict()
+
+
+# A GPT of the translation chapters' kind, small enough to train in the sweep.
+TINY_GPT_SETTINGS = gpt.GPTSettings(
+    num_hiddens=8, ffn_num_hiddens=16, num_heads=2, num_blks=1,
+    batch_size=2, num_steps=8, lr_per_epoch=(0.01, 0.01),
+)  # fmt: skip
 
 
 def _lm_vocab() -> translation.Vocab:

@@ -21,15 +21,23 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from course_pkg.data.corpus import english_french_corpus
 from course_pkg.data.translation import tokenize
+from course_pkg.device import seed_everything
 from course_pkg.experiments.lm_translation import (
     SEP,
     train_lm,
+    train_translation_gpt,
     translate_lm,
     translation_lm_arrays,
     translation_lm_loader,
     translation_lm_vocab,
 )
-from course_pkg.models.gpt import GPT, GPTBlock, generate, next_token_probs
+from course_pkg.models.gpt import (
+    GPT,
+    GPTBlock,
+    GPTSettings,
+    generate,
+    next_token_probs,
+)
 from course_pkg.nn.attention import KVCache
 from course_pkg.nn.blocks import TransformerEncoderBlock
 from course_pkg.nn.positional import sinusoidal_table
@@ -627,6 +635,34 @@ def test_train_lm_steps_with_the_warmup_rate(corpus):
     assert history["step_lr"] == used
     plain = train_lm(model, loader, [0.01, 0.02], vocab.pad)
     assert plain["step_lr"] == [0.01] * 3 + [0.02] * 3
+
+
+def test_train_translation_gpt_is_the_chapters_recipe(corpus):
+    # The inference chapter's target and draft (and bench/'s copies of them)
+    # come from train_translation_gpt: the same weights as the recipe written
+    # out (loader, then seed, then the model, then train_lm), for the first
+    # num_epochs of the settings' rates.
+    train, _, vocab = corpus
+    settings = GPTSettings(
+        num_hiddens=D, ffn_num_hiddens=FFN, num_heads=H, num_blks=1,
+        max_len=40, batch_size=8, num_steps=20, lr_per_epoch=(0.01, 0.005, 1.0),
+    )  # fmt: skip
+    model, history = train_translation_gpt(
+        train[:24], vocab, settings, seed=3, num_epochs=2
+    )
+    loader = translation_lm_loader(train[:24], vocab, 8, 20, seed=3)
+    seed_everything(3)
+    by_hand = GPT(len(vocab), **settings.model_sizes())
+    expected = train_lm(by_hand, loader, [0.01, 0.005], vocab.pad, 1.0)
+    assert len(history["epoch_loss"]) == 2
+    assert history["epoch_loss"] == expected["epoch_loss"]
+    for name, tensor in by_hand.state_dict().items():
+        assert torch.equal(model.state_dict()[name], tensor), name
+    assert not model.training and model.need_weights is False
+    with pytest.raises(ValueError, match=r"num_epochs must be <= .* = 3"):
+        train_translation_gpt(train[:24], vocab, settings, num_epochs=4)
+    with pytest.raises(TypeError, match="settings must be a GPTSettings"):
+        train_translation_gpt(train[:24], vocab, settings.model_sizes())
 
 
 def test_forward_and_filters_refuse_bad_input():

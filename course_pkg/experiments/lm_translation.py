@@ -28,6 +28,7 @@ from course_pkg.checks import (
     check_int,
     check_positive_int,
     check_positive_number,
+    check_seed,
     check_sentences,
     check_str,
 )
@@ -37,6 +38,7 @@ from course_pkg.data.translation import (
     tokenize_pairs,
     truncate_pad,
 )
+from course_pkg.device import seed_everything
 from course_pkg.models.gpt import GPT, GPTSettings, generate
 from course_pkg.training.loop import (
     linear_warmup,
@@ -50,6 +52,9 @@ Pair = tuple[str, str]
 
 
 GPT_SETTINGS = GPTSettings()
+# The inference chapter's draft for speculative decoding: its target's
+# settings (GPT_SETTINGS) but for a narrower FFN and half the blocks.
+DRAFT_SETTINGS = GPTSettings(ffn_num_hiddens=64, num_blks=2)
 
 
 def translation_lm_vocab(pairs: Sequence[Pair], min_freq: int = 1) -> Vocab:
@@ -195,7 +200,7 @@ def translation_lm_loader(
 def _check_translation_lm_loader(batch_size: object, seed: object) -> None:
     """batch_size B an int >= 1; seed an int."""
     check_positive_int("batch_size", batch_size)
-    check_int("seed", seed)
+    check_seed("seed", seed)
 
 
 def _trim_padding(
@@ -293,6 +298,67 @@ def _check_train_lm(
     device = check_device("device", device)
     linear_warmup(1, warmup_steps)  # refuses a bad warmup_steps up front
     return device
+
+
+def train_translation_gpt(
+    pairs: Sequence[Pair],
+    vocab: Vocab,
+    settings: GPTSettings = GPT_SETTINGS,
+    *,
+    seed: int = 0,
+    num_epochs: int | None = None,
+) -> tuple[GPT, dict[str, Any]]:
+    """A GPT of these settings trained on the translation pairs, as the
+    inference chapter trains its target and draft: batches from
+    :func:`translation_lm_loader`, weights drawn after ``seed_everything(seed)``,
+    then :func:`train_lm` at ``settings.lr_per_epoch``.
+
+    Args:
+        pairs: the training pairs. vocab: their language-model vocabulary
+            (:func:`translation_lm_vocab`).
+        settings: the model's sizes and its training budget.
+        seed: seeds the batches' order and the weights.
+        num_epochs: train only the first num_epochs epochs of the budget;
+            None: all of them.
+    Returns:
+        The model, in eval mode on the fused attention path (need_weights
+        off), and :func:`train_lm`'s history.
+    Raises:
+        TypeError: if settings is not a GPTSettings, or seed or num_epochs
+            not an int.
+        ValueError: if num_epochs is not in [1, len(settings.lr_per_epoch)].
+    """
+    _check_train_translation_gpt(settings, seed, num_epochs)
+    loader = translation_lm_loader(
+        pairs, vocab, settings.batch_size, settings.num_steps, seed=seed
+    )
+    seed_everything(seed)
+    model = GPT(len(vocab), **settings.model_sizes())
+    model.need_weights = False
+    lr_per_epoch = settings.lr_per_epoch[:num_epochs]
+    history = train_lm(
+        model, loader, lr_per_epoch, vocab.pad, settings.grad_clip
+    )
+    return model.eval(), history
+
+
+def _check_train_translation_gpt(
+    settings: object, seed: object, num_epochs: object
+) -> None:
+    """settings a GPTSettings; seed an int; num_epochs None or an int in
+    [1, len(settings.lr_per_epoch)]."""
+    if not isinstance(settings, GPTSettings):
+        raise TypeError(
+            f"settings must be a GPTSettings, got {type(settings).__name__}"
+        )
+    check_seed("seed", seed)
+    if num_epochs is not None:
+        check_positive_int("num_epochs", num_epochs)
+        if num_epochs > len(settings.lr_per_epoch):
+            raise ValueError(
+                f"num_epochs must be <= len(settings.lr_per_epoch) = "
+                f"{len(settings.lr_per_epoch)}, got {num_epochs}"
+            )
 
 
 def translate_lm(
