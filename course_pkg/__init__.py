@@ -75,8 +75,8 @@ weight, file or random generator is touched). In particular:
   moves batch by batch may also stay on the CPU;
 * sizes and counts are ints >= 1 (not floats, not bools); seeds and ids are
   ints (sizes, counts and seeds Python ints; ids and indices, read out of
-  arrays, may be NumPy integers); rates, widths and probabilities are finite numbers (NaN and inf are
-  refused);
+  arrays, may be NumPy integers); rates, widths and probabilities are finite
+  numbers (NaN and inf are refused);
 * a device is a ``torch.device`` or a str that this machine has (``"cuda"``
   without a GPU, ``"cuda:7"`` with one GPU, ``COURSE_DEVICE=xpu`` without
   one are refused when given, not at the first batch);
