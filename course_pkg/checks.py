@@ -494,10 +494,8 @@ def check_nonnegative_int(name: str, value: Any) -> None:
 
 def check_seed(name: str, value: Any) -> None:
     """Refuse a seed that is not a Python int (bool and NumPy integers
-    refused: ``random.Random`` and :func:`course_pkg.device.seed_everything`
-    refuse them) with TypeError."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    refused: ``random.Random`` refuses them) with TypeError."""
+    _check_python_int(name, value)
 
 
 def check_size(name: str, value: Any, least: int) -> None:
@@ -512,9 +510,16 @@ def check_size(name: str, value: Any, least: int) -> None:
         TypeError: if value is not a Python int.
         ValueError: if it is < least.
     """
-    check_seed(name, value)  # the same type rule
+    _check_python_int(name, value)
     if value < least:
         raise ValueError(f"{name} must be >= {least}, got {value}")
+
+
+def _check_python_int(name: str, value: Any) -> None:
+    """The type rule of sizes and seeds: an int, not a bool, not a NumPy
+    integer (TypeError)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
 
 
 def check_same_float_dtype(**tensors: torch.Tensor) -> None:

@@ -15,7 +15,7 @@ import random
 import numpy as np
 import torch
 
-from course_pkg.checks import check_device, device_available
+from course_pkg.checks import check_device, check_size, device_available
 
 
 def get_device() -> torch.device:
@@ -87,11 +87,8 @@ def seed_everything(seed: int = 0) -> None:
 
 
 def _check_seed_everything(seed: object) -> None:
-    """seed an int in [0, 2**32)."""
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    if seed < 0:
-        raise ValueError(f"seed must be >= 0, got {seed}")
+    """seed a Python int in [0, 2**32)."""
+    check_size("seed", seed, 0)
     if seed >= 2**32:  # NumPy's limit, checked before any reseeding
         raise ValueError(f"seed must be < 2**32, got {seed}")
 

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 import torch
 
 from course_pkg.checks import (
+    check_float_tensor,
     check_floats,
     check_same_device,
     check_same_float_dtype,
@@ -323,25 +324,19 @@ def _check_reading(
 
 
 def _check_attribution(embeddings: Any, objectives: Any) -> None:
-    """Inputs of an attribution: embeddings (B, T, E) that require grad and
-    objectives (B, S) with the same B.
+    """Inputs of an attribution: float embeddings (B, T, E) that require
+    grad and float objectives (B, S) with the same B, computed from them, on
+    their device.
 
     Raises:
-        TypeError: if either is not a tensor.
+        TypeError: if either is not a float tensor.
         ValueError: if the shapes are not (B, T, E) and (B, S) with the same
-            B, or embeddings does not require grad.
+            B, they are on two devices, embeddings does not require grad or
+            objectives were not computed with grad.
     """
-    for name, value in (
-        ("embeddings", embeddings),
-        ("objectives", objectives),
-    ):
-        if not isinstance(value, torch.Tensor):
-            raise TypeError(f"{name} must be a tensor, got {type(value)}")
-    if embeddings.dim() != 3 or objectives.dim() != 2:
-        raise ValueError(
-            "embeddings must be (B, T, E) and objectives (B, S), got "
-            f"{tuple(embeddings.shape)} and {tuple(objectives.shape)}"
-        )
+    check_float_tensor("embeddings", embeddings, 3, "(B, T, E)")
+    check_float_tensor("objectives", objectives, 2, "(B, S)")
+    check_same_device(embeddings=embeddings, objectives=objectives)
     if embeddings.shape[0] != objectives.shape[0]:
         raise ValueError(
             f"embeddings (B={embeddings.shape[0]}, T, E) and objectives "
@@ -349,6 +344,10 @@ def _check_attribution(embeddings: Any, objectives: Any) -> None:
         )
     if not embeddings.requires_grad:
         raise ValueError("embeddings must require grad (be in the graph)")
+    if not objectives.requires_grad:
+        raise ValueError(
+            "objectives must be computed from embeddings with grad enabled"
+        )
 
 
 def _check_seq2seq_attribution(

@@ -34,6 +34,7 @@ from course_pkg.checks import (
     check_callable,
     check_features,
     check_ids,
+    check_nonnegative_int,
     check_positive_int,
     check_positive_number,
     check_token_ids,
@@ -511,9 +512,8 @@ def _check_generation(
             f"prompt has length {prompt.shape[1]}, more than the model's "
             f"max_len={max_len}"
         )
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
-        raise TypeError("max_new_tokens must be an int")
-    if max_new_tokens < 0 or prompt.shape[1] + max_new_tokens > max_len:
+    check_nonnegative_int("max_new_tokens", max_new_tokens)
+    if prompt.shape[1] + max_new_tokens > max_len:
         raise ValueError(
             f"max_new_tokens must be in [0, max_len - T0] = [0, "
             f"{max_len - prompt.shape[1]}], got {max_new_tokens}"
