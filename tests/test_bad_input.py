@@ -20,6 +20,12 @@ the parameter, and leave the other arguments, the model's parameters (or
 the state of a cache whose method it is), the files and every random
 generator as they were.
 
+The valid call itself runs (``test_the_valid_call_runs``), so a refusal
+cannot name the parameter for another reason. A NumPy integer goes to every
+int parameter: refused at the door by name, as a size, a count, an offset
+or a seed must be, or accepted, as an id or an index may be; never a failure
+deeper in.
+
 The deliberate exceptions are written down, each with its reason:
 :data:`NOT_SWEPT` (callables) and :data:`ACCEPTED` (cases that are not
 refused, asserted to run without error).

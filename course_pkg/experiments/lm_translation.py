@@ -23,6 +23,7 @@ from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, TensorDataset
 
 from course_pkg.checks import (
+    check_choice,
     check_device,
     check_grad_clip,
     check_int,
@@ -39,7 +40,7 @@ from course_pkg.data.translation import (
     truncate_pad,
 )
 from course_pkg.device import seed_everything
-from course_pkg.models.gpt import GPT, GPTSettings, generate
+from course_pkg.models.gpt import GPT, POSITIONAL, GPTSettings, generate
 from course_pkg.training.loop import (
     linear_warmup,
     masked_cross_entropy,
@@ -306,52 +307,58 @@ def train_translation_gpt(
     settings: GPTSettings = GPT_SETTINGS,
     *,
     seed: int = 0,
+    positional: str = "sinusoidal",
     num_epochs: int | None = None,
+    device: torch.device | str | None = None,
 ) -> tuple[GPT, dict[str, Any]]:
-    """A GPT of these settings trained on the translation pairs, as the
-    inference chapter trains its target and draft: batches from
-    :func:`translation_lm_loader`, weights drawn after ``seed_everything(seed)``,
-    then :func:`train_lm` at ``settings.lr_per_epoch``.
+    """A GPT trained on the translation pairs, as the GPT and inference
+    chapters train theirs: batches, then weights drawn after
+    ``seed_everything(seed)``, then :func:`train_lm`.
 
     Args:
-        pairs: the training pairs. vocab: their language-model vocabulary
-            (:func:`translation_lm_vocab`).
-        settings: the model's sizes and its training budget.
-        seed: seeds the batches' order and the weights.
-        num_epochs: train only the first num_epochs epochs of the budget;
-            None: all of them.
+        pairs, vocab: the pairs and their :func:`translation_lm_vocab`.
+        settings: sizes and budget. seed: of the batches' order and the
+            weights. positional: as in :class:`~course_pkg.models.gpt.GPT`.
+        num_epochs: the first num_epochs of the budget's rates (None: all).
+        device: where to train (None: the CPU).
     Returns:
-        The model, in eval mode on the fused attention path (need_weights
-        off), and :func:`train_lm`'s history.
+        The model (eval mode, need_weights off) and train_lm's history.
     Raises:
-        TypeError: if settings is not a GPTSettings, or seed or num_epochs
-            not an int.
-        ValueError: if num_epochs is not in [1, len(settings.lr_per_epoch)].
+        TypeError, ValueError: naming a bad argument (e.g. num_epochs not
+            in [1, len(settings.lr_per_epoch)]), before any work.
     """
-    _check_train_translation_gpt(settings, seed, num_epochs)
+    _check_train_translation_gpt(
+        settings, seed, positional, num_epochs, device
+    )
     loader = translation_lm_loader(
         pairs, vocab, settings.batch_size, settings.num_steps, seed=seed
     )
     seed_everything(seed)
-    model = GPT(len(vocab), **settings.model_sizes())
+    model = GPT(len(vocab), **settings.model_sizes(), positional=positional)
     model.need_weights = False
     lr_per_epoch = settings.lr_per_epoch[:num_epochs]
     history = train_lm(
-        model, loader, lr_per_epoch, vocab.pad, settings.grad_clip
+        model, loader, lr_per_epoch, vocab.pad, settings.grad_clip, device
     )
     return model.eval(), history
 
 
 def _check_train_translation_gpt(
-    settings: object, seed: object, num_epochs: object
+    settings: object,
+    seed: object,
+    positional: object,
+    num_epochs: object,
+    device: object,
 ) -> None:
-    """settings a GPTSettings; seed an int; num_epochs None or an int in
-    [1, len(settings.lr_per_epoch)]."""
+    """settings a GPTSettings; seed an int; positional one of the GPT's;
+    num_epochs None or an int in [1, len(settings.lr_per_epoch)]; device
+    None or usable."""
     if not isinstance(settings, GPTSettings):
         raise TypeError(
             f"settings must be a GPTSettings, got {type(settings).__name__}"
         )
     check_seed("seed", seed)
+    check_choice("positional", positional, POSITIONAL)
     if num_epochs is not None:
         check_positive_int("num_epochs", num_epochs)
         if num_epochs > len(settings.lr_per_epoch):
@@ -359,6 +366,7 @@ def _check_train_translation_gpt(
                 f"num_epochs must be <= len(settings.lr_per_epoch) = "
                 f"{len(settings.lr_per_epoch)}, got {num_epochs}"
             )
+    check_device("device", device)
 
 
 def translate_lm(
