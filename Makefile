@@ -119,13 +119,13 @@ browser: build-book
 # Every check runs on one thread, so on a 2-core machine they run two at a time, in this order
 # as slots free up: the longest notebooks on the portable path (part 1, the longer) and the native
 # pass start together; the native pass ends first and its slot takes the other notebooks on the
-# portable path; the first slot then takes the unit tests, the numerics-marked unit tests on the
-# portable path and on 2 threads, and the book build with its browser check. Part 1 is sized
-# (tests/toc_notebooks.py) so that the two slots end at about the same time. Each target's output
-# is printed when it ends.
+# portable path; the first slot then takes the unit tests and the book build with its browser
+# check; the numerics-marked unit tests on the portable path and on 2 threads (short) go last, to
+# whichever slot is free first. Part 1 is sized (tests/toc_notebooks.py) so that the two slots end
+# at about the same time. Each target's output is printed when it ends.
 test: lint
 	$(MAKE) --no-print-directory -j2 --output-sync=target \
-	    notebooks-portable-1 notebooks notebooks-portable-2 unit unit-numerics browser
+	    notebooks-portable-1 notebooks notebooks-portable-2 unit browser unit-numerics
 
 # Not part of make test (it trains every chapter ten times): the sweep of every chapter that
 # lists claims (course_pkg/experiments/<chapter>.py), seeds 0-9 on this machine's native path

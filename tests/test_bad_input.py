@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import atexit
 import copy
+import functools
 import hashlib
 import importlib
 import inspect
@@ -110,6 +111,7 @@ def _public_names(module) -> list[str]:
     ]
 
 
+@functools.cache
 def public_callables() -> dict[str, Any]:
     """``"module.name"`` -> function or class, ``"module.Class.method"`` ->
     (class, method name), for every public callable of course_pkg."""
@@ -565,6 +567,8 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
     "data.translation.tokenize_pairs": lambda: dict(pairs=[("go .", "va !")]),
     "data.translation.corpus_stats": lambda: dict(pairs=[("go .", "va !")]),
     "data.translation.Vocab.to_tokens": lambda: dict(indices=[2, 3]),
+    # ten pairs: the smallest corpus, made in a moment
+    "data.corpus.english_french_corpus": lambda: dict(seed=0, num_pairs=10),
     "data.translation.truncate_pad": lambda: dict(
         ids=[4, 5], num_steps=3, pad=0
     ),

@@ -23,6 +23,7 @@ from torch import nn
 
 from course_pkg.checks import (
     check_bert_batch,
+    check_choice,
     check_float_tensor,
     check_integer_dtype,
     check_nonnegative_number,
@@ -280,6 +281,7 @@ def linear_probe(
         The fraction of test sentences whose class the probe gets right.
     """
     check_nonnegative_number("l2", l2)
+    check_choice("task", task, sorted(TASKS))
     labelled, _, test_rows = english_sentence_labels(0)
     num_steps = (settings.max_len + 1) // 2
     few = label_dataset(
