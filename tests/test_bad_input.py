@@ -1610,6 +1610,13 @@ def _target(key: str, obj: Any) -> Target:
     return Target(key, obj, inspect.signature(obj), None)
 
 
+def _valid_call(key: str, obj: Any) -> tuple[Target, dict[str, Any]]:
+    """A new target for key (a new instance for a method) and its valid
+    arguments."""
+    target = _target(key, obj)
+    return target, _valid_arguments(key, target.signature)
+
+
 def _call(target: Target, arguments: dict[str, Any]) -> Any:
     args, kwargs = [], {}
     for name, parameter in target.signature.parameters.items():
@@ -1782,8 +1789,7 @@ def _build() -> tuple[
             if not _swept(key, obj):
                 continue
             try:
-                target = _target(key, obj)
-                arguments = _valid_arguments(key, target.signature)
+                target, arguments = _valid_call(key, obj)
             except Exception as err:  # reported by the test below
                 missing[key] = f"{type(err).__name__}: {err}"
                 continue
@@ -1968,8 +1974,7 @@ VALID_CALLS_NOT_RUN = {
 @pytest.mark.parametrize("key", sorted(set(BUILT) - set(VALID_CALLS_NOT_RUN)))
 def test_the_valid_call_runs(key):
     with torch.random.fork_rng(devices=[]):
-        target = _target(key, public_callables()[key])
-        _call(target, _valid_arguments(key, target.signature))
+        _call(*_valid_call(key, public_callables()[key]))
 
 
 # A NumPy integer where an int is wanted (course_pkg.checks.check_size): a
@@ -1991,8 +1996,7 @@ NUMPY_INTS = [
 @pytest.mark.parametrize("key, name", NUMPY_INTS)
 def test_a_numpy_integer_is_refused_at_the_door_or_accepted(key, name):
     with torch.random.fork_rng(devices=[]):
-        target = _target(key, public_callables()[key])
-        valid = _valid_arguments(key, target.signature)
+        target, valid = _valid_call(key, public_callables()[key])
     before = _snapshot(target, valid)
     try:
         _call(target, dict(valid, **{name: np.int64(valid[name])}))
