@@ -247,3 +247,42 @@ def test_bad_sizes_are_refused_before_anything_is_built():
     with pytest.raises(ValueError, match="activation"):
         PositionWiseFFN(4, 3, activation="swish")
     assert torch.equal(torch.random.get_rng_state(), state)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: GPT2(V, D, H, N, MAX_LEN),
+        lambda: VariantGPT(V, D, 24, H, N, 0.0, MAX_LEN, placement="pre"),
+        lambda: VariantGPT(V, D, 24, H, N, 0.0, MAX_LEN, norm="rms"),
+    ],
+    ids=["GPT2", "VariantGPT pre", "VariantGPT post"],
+)
+def test_the_subclasses_build_no_block_or_head_they_throw_away(
+    make, monkeypatch
+):
+    # GPT2 and VariantGPT hand GPT their block and head factories, so GPT's
+    # own GPTBlock and Linear(D, V) head are never built (they were once
+    # built and then replaced, which also spent random draws on them).
+    from course_pkg.models import gpt as gpt_module
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a GPTBlock was built")
+
+    monkeypatch.setattr(gpt_module.GPTBlock, "__init__", refuse)
+    built = []
+    linear_init = nn.Linear.__init__
+
+    def count_linear(self, in_features, out_features, *args, **kwargs):
+        built.append((in_features, out_features))
+        linear_init(self, in_features, out_features, *args, **kwargs)
+
+    monkeypatch.setattr(nn.Linear, "__init__", count_linear)
+    model = make()
+    # Every Linear built is one the model keeps.
+    kept = [
+        (m.in_features, m.out_features)
+        for m in model.modules()
+        if isinstance(m, nn.Linear)
+    ]
+    assert sorted(built) == sorted(kept)

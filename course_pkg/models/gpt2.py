@@ -202,16 +202,13 @@ class GPT2(GPT):
             max_len,
             positional="learned",
             use_bias=True,
-        )
-        self.blks = nn.ModuleList(
-            GPT2Block(
+            make_block=lambda i: GPT2Block(
                 num_hiddens, ffn_num_hiddens, num_heads, dropout, eps=eps
-            )
-            for _ in range(num_blks)
-        )
-        self.dense = nn.Sequential(
-            nn.LayerNorm(num_hiddens, eps=eps),
-            nn.Linear(num_hiddens, vocab_size, bias=False),
+            ),
+            make_head=lambda: nn.Sequential(
+                nn.LayerNorm(num_hiddens, eps=eps),
+                nn.Linear(num_hiddens, vocab_size, bias=False),
+            ),
         )
         self.dense[1].weight = self.embedding.weight
         self.embedding_scale = 1.0

@@ -157,10 +157,11 @@ def _check_variant_block_forward(block: VariantBlock, X: object) -> None:
 class VariantGPT(GPT):
     """The course's GPT with :class:`VariantBlock` blocks.
 
-    The GPT's constructor builds the embedding, the positions and the
-    output layer (and checks the sizes); this one then gives it its own
-    blocks, and for ``placement="pre"`` an output layer that normalises
-    first (``dense`` is then ``Sequential(norm, Linear)``).
+    The GPT's constructor builds the embedding, the positions, the blocks
+    and the output layer (and checks the sizes); this one hands it the
+    factories of its own blocks and, for ``placement="pre"``, of an output
+    layer that normalises first (``dense`` is then ``Sequential(norm,
+    Linear)``).
 
     Args:
         vocab_size: V; the sizes after it, dropout, max_len, positional and
@@ -197,6 +198,22 @@ class VariantGPT(GPT):
             num_hiddens, ffn_num_hiddens, num_heads, dropout, num_kv_heads,
             norm, ffn, placement,
         )  # fmt: skip
+        if make_block is None:
+
+            def make_block(i: int) -> nn.Module:
+                return VariantBlock(
+                    num_hiddens, ffn_num_hiddens, num_heads, dropout,
+                    use_bias, num_kv_heads=num_kv_heads, norm=norm, ffn=ffn,
+                    placement=placement,
+                )  # fmt: skip
+
+        if make_head is None and placement == "pre":
+
+            def make_head() -> nn.Module:
+                return nn.Sequential(
+                    NORMS[norm](num_hiddens), nn.Linear(num_hiddens, vocab_size)
+                )
+
         super().__init__(
             vocab_size,
             num_hiddens,
@@ -210,29 +227,7 @@ class VariantGPT(GPT):
             make_block=make_block,
             make_head=make_head,
         )
-        if make_block is None:
-            # Built after the GPT's own blocks, which they replace: building
-            # them through make_block instead would change the initial
-            # weights, and so the chapters' numbers.
-            self.blks = nn.ModuleList(
-                VariantBlock(
-                    num_hiddens,
-                    ffn_num_hiddens,
-                    num_heads,
-                    dropout,
-                    use_bias,
-                    num_kv_heads=num_kv_heads,
-                    norm=norm,
-                    ffn=ffn,
-                    placement=placement,
-                )
-                for _ in range(num_blks)
-            )
         self.num_kv_heads = self.blks[0].attention.num_kv_heads
-        if make_head is None and placement == "pre":
-            self.dense = nn.Sequential(
-                NORMS[norm](num_hiddens), nn.Linear(num_hiddens, vocab_size)
-            )
 
     def kv_cache_numel(self, batch_size: int, num_steps: int) -> int:
         """Numbers the key/value cache holds for batch_size sequences of
