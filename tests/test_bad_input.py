@@ -1993,18 +1993,87 @@ NUMPY_INTS = [
 ]
 
 
+def _seeded_call(key: str, change: dict[str, Any]) -> tuple[Any, Any]:
+    """(target, result) of key's valid call with `change` applied, built and
+    run from seed 0 (so that two such calls draw the same numbers)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        target, valid = _valid_call(key, public_callables()[key])
+        return target, _call(target, dict(valid, **change))
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal results: tensors value for value (NaN equal to NaN), modules by
+    their state, loaders by their batches, containers item by item (wall
+    times, ``*seconds``, left out), integers by value (an id kept as the
+    np.int64 it came in as is the same id), other objects by == or, where
+    that is identity, by their attributes."""
+    if isinstance(a, torch.utils.data.DataLoader):
+        return type(a) is type(b) and _same(list(a), list(b))
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, np.integer)) and isinstance(b, (int, np.integer)):
+        return bool(a == b)
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return (
+            type(a) is type(b)
+            and a.dtype == b.dtype
+            and a.shape == b.shape
+            and (a.device.type == "meta" or torch.equal(a.nan_to_num(), b.nan_to_num()))
+        )  # fmt: skip
+    if isinstance(a, nn.Module):
+        return type(a) is type(b) and _same(a.state_dict(), b.state_dict())
+    if isinstance(a, dict):
+        return (
+            type(a) is type(b)
+            and list(a) == list(b)
+            and all(_same(a[k], b[k]) for k in a if "seconds" not in str(k))
+        )
+    if isinstance(a, (list, tuple)):
+        return (
+            type(a) is type(b)
+            and len(a) == len(b)
+            and all(_same(x, y) for x, y in zip(a, b))
+        )
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    if type(a).__eq__ is object.__eq__ and hasattr(a, "__dict__"):
+        return type(a) is type(b) and _same(vars(a), vars(b))
+    return type(a) is type(b) and bool(a == b)
+
+
 @pytest.mark.parametrize("key, name", NUMPY_INTS)
 def test_a_numpy_integer_is_refused_at_the_door_or_accepted(key, name):
     with torch.random.fork_rng(devices=[]):
         target, valid = _valid_call(key, public_callables()[key])
     before = _snapshot(target, valid)
     try:
-        _call(target, dict(valid, **{name: np.int64(valid[name])}))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            _call(target, dict(valid, **{name: np.int64(valid[name])}))
     except (TypeError, ValueError) as err:
         assert _names(str(err), name) and "int64" in str(err), (
             f"{type(err).__name__} deeper in: {err}"
         )
         _assert_unchanged(before, _snapshot(target, valid))
+        return
+    # Accepted: then it does what the Python int does.
+    _, with_numpy = _seeded_call(key, {name: np.int64(valid[name])})
+    _, with_int = _seeded_call(key, {})
+    assert _same(with_numpy, with_int), (
+        f"{name}=np.int64({valid[name]}) gives another result than the int"
+    )
+
+
+def test_same_tells_results_apart():
+    # The comparison the NumPy sweep relies on for accepted calls.
+    x = torch.tensor([1.0, float("nan")])
+    assert _same((x, {"train_seconds": 1.0}), (x.clone(), {"train_seconds": 2.0}))
+    assert _same([np.int64(3)], [3]) and _same(True, True)
+    assert not _same(True, 1) and not _same([3], [4])
+    assert not _same(x, x.double()) and not _same(x, torch.tensor([1.0, 2.0]))
+    assert not _same({"loss": 1.0}, {"loss": 1.5})
+    assert not _same(nn.Linear(2, 2), nn.Linear(2, 2))
 
 
 def test_the_numpy_sweep_covers_the_int_arguments():
