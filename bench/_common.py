@@ -20,7 +20,6 @@ import torch
 
 from course_pkg.device import describe_device, get_device
 from course_pkg.evaluation.cost import call_seconds
-from course_pkg.training.loop import train_seq2seq
 
 
 def parser(
@@ -257,30 +256,3 @@ def target_and_draft(
         train_translation_gpt(pairs, vocab, settings, num_epochs=epochs)[0]
         for settings in (GPT_SETTINGS, DRAFT_SETTINGS)
     )
-
-
-def train_rate_per_epoch(
-    model: torch.nn.Module, data, rates: list[float], **options
-) -> None:
-    """Train an encoder–decoder as the Transformer chapters do: one Adam for
-    every epoch, one pass over ``data.train`` per rate, at that rate.
-
-    Args:
-        model: the encoder–decoder. data: its dataloaders (``train``,
-            ``tgt_vocab``). rates: the learning rate of each epoch.
-        options: passed on to :func:`course_pkg.training.loop.train_seq2seq`
-            (``device``, ``grad_clip``, ``label_smoothing``).
-    """
-    optimizer = torch.optim.Adam(model.parameters(), lr=rates[0])
-    for lr in rates:
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        train_seq2seq(
-            model,
-            data.train,
-            lr,
-            1,
-            data.tgt_vocab,
-            optimizer=optimizer,
-            **options,
-        )

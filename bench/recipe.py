@@ -46,13 +46,16 @@ from course_pkg.experiments import bench_records
 from course_pkg.inference.decode import translate
 from course_pkg.models.seq2seq import SETTINGS
 from course_pkg.models.transformer import Transformer, TransformerSettings
-from course_pkg.training.loop import train_seq2seq, warmup_inverse_sqrt
+from course_pkg.training.loop import (
+    train_seq2seq,
+    train_seq2seq_by_epoch,
+    warmup_inverse_sqrt,
+)
 
 from _common import (
     clock_and_device,
     parser,
     record_option,
-    train_rate_per_epoch,
 )
 
 CHAPTER_LR = [0.01] * 6 + [0.005, 0.0025]
@@ -107,12 +110,13 @@ def train(recipe: str, seed: int, data, epochs: int, device) -> Transformer:
             scheduler=scheduler,
         )
         return model
-    train_rate_per_epoch(
+    train_seq2seq_by_epoch(
         model,
-        data,
+        data.train,
         chapter_rates(epochs),
-        device=device,
-        grad_clip=SETTINGS.grad_clip,
+        data.tgt_vocab,
+        device,
+        SETTINGS.grad_clip,
         label_smoothing=0.1 if recipe == "smoothing" else 0.0,
     )
     return model

@@ -620,6 +620,25 @@ def check_positive_number(name: str, value: Any) -> None:
     )
 
 
+def check_rates(name: str, rates: Any) -> None:
+    """Refuse anything but a non-empty list or tuple of finite numbers > 0
+    (one learning rate per epoch).
+
+    Raises:
+        TypeError: if rates is not a list or tuple, or holds a non-number.
+        ValueError: if it is empty, or a rate is not finite > 0.
+    """
+    if not isinstance(rates, (list, tuple)):
+        raise TypeError(
+            f"{name} must be a list of learning rates, one per epoch, got "
+            f"{type(rates).__name__}"
+        )
+    if len(rates) == 0:
+        raise ValueError(f"{name} must hold one learning rate per epoch")
+    for rate in rates:
+        check_positive_number(name, rate)
+
+
 def check_nonnegative_number(name: str, value: Any) -> None:
     """Refuse anything but a finite int or float >= 0.
 

@@ -546,6 +546,12 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
         tgt_vocab_or_pad=0,
         progress=False,
     ),
+    "training.loop.train_seq2seq_by_epoch": lambda: dict(
+        model=_seq2seq(),
+        train_iter=[(_ids(), _lens(3, 2), _ids(), _ids())],
+        lr_per_epoch=[0.01, 0.005],
+        tgt_vocab_or_pad=0,
+    ),
     "inference.decode.cut_at_eos": lambda: dict(tokens=[4, 2, 5], eos=2),
     "inference.decode.greedy_decode": lambda: dict(_decoding(), num_steps=3),
     "inference.decode.sequence_log_prob": lambda: dict(

@@ -2,6 +2,7 @@
 the checks of ``shift``, and the devices the helpers draw their tokens for.
 """
 
+import numpy as np
 import pytest
 import torch
 
@@ -156,6 +157,9 @@ def test_shift_must_be_an_int():
         accuracy_by_position(model, 12, shift=1.5)
     with pytest.raises(TypeError, match="shift"):
         train_copy_back(None, shift=2.0, rotary=True)
+    # An offset, so a Python int (checks.check_size), not a NumPy integer.
+    with pytest.raises(TypeError, match="shift must be an int, got int64"):
+        accuracy_by_position(model, 12, shift=np.int64(2))
 
 
 def test_the_largest_and_smallest_shifts_work():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 
 import pytest
@@ -22,6 +23,7 @@ from course_pkg.training.loop import (
     linear_warmup,
     masked_cross_entropy,
     train_seq2seq,
+    train_seq2seq_by_epoch,
 )
 
 PAD, BOS, EOS, V = 0, 1, 2, 9
@@ -253,6 +255,48 @@ def test_epoch_loss_is_token_weighted_mean_of_step_losses():
         weights
     )
     assert history["epoch_loss"][0] == pytest.approx(expected)
+
+
+def test_by_epoch_sets_each_epochs_rate_on_one_adam():
+    # Written out: one Adam, its rate set before each epoch, one epoch of
+    # train_seq2seq at a time (the GPT chapter's loop before it moved here).
+    batches, rates = copy_task_batches(num_batches=3), [0.02, 0.01, 0.005]
+    expected = tiny_model()
+    optimizer = torch.optim.Adam(expected.parameters())
+    step_loss = []
+    for lr in rates:
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        step_loss += train_seq2seq(
+            expected, batches, lr, 1, PAD, progress=False, optimizer=optimizer
+        )["step_loss"]
+    model = tiny_model()
+    history = train_seq2seq_by_epoch(model, batches, rates, PAD)
+    assert history["step_loss"] == step_loss
+    assert len(history["epoch_loss"]) == 3 and history["train_seconds"] > 0
+    for a, b in zip(model.state_dict().values(), expected.state_dict().values()):
+        assert torch.equal(a, b)
+    # A constant schedule is train_seq2seq with num_epochs epochs.
+    constant = tiny_model()
+    train_seq2seq(constant, batches, 0.01, 2, PAD, progress=False)
+    again = tiny_model()
+    train_seq2seq_by_epoch(again, batches, [0.01, 0.01], PAD)
+    for a, b in zip(again.state_dict().values(), constant.state_dict().values()):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize(
+    "rates, error",
+    [([], ValueError), ((0.01, -1.0), ValueError), (0.01, TypeError),
+     ([0.01, float("nan")], ValueError), (["0.01"], TypeError)],
+)  # fmt: skip
+def test_by_epoch_refuses_bad_rates_before_training(rates, error):
+    model = tiny_model()
+    before = copy.deepcopy(model.state_dict())
+    with pytest.raises(error, match="lr_per_epoch"):
+        train_seq2seq_by_epoch(model, copy_task_batches(), rates, PAD)
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k])
 
 
 class _VocabLike:

@@ -28,7 +28,7 @@ from course_pkg.checks import (
     check_grad_clip,
     check_int,
     check_positive_int,
-    check_positive_number,
+    check_rates,
     check_seed,
     check_sentences,
     check_str,
@@ -290,10 +290,7 @@ def _check_train_lm(
     """lr_per_epoch a non-empty sequence of finite numbers > 0; pad an int;
     grad_clip None or > 0; device None or usable; warmup_steps an int >= 0.
     Returns the device as a torch.device (or None)."""
-    if len(lr_per_epoch) == 0:
-        raise ValueError("lr_per_epoch must hold one learning rate per epoch")
-    for lr in lr_per_epoch:
-        check_positive_number("lr_per_epoch", lr)
+    check_rates("lr_per_epoch", lr_per_epoch)
     check_int("pad", pad)
     check_grad_clip(grad_clip)
     device = check_device("device", device)

@@ -28,10 +28,10 @@ from course_pkg.checks import (
     check_block_sizes,
     check_cpu_or_on,
     check_device,
-    check_int,
     check_module_input,
     check_positive_int,
     check_seed,
+    check_size,
     check_sizes,
     check_token_ids,
 )
@@ -531,10 +531,11 @@ def _check_copy_back_at_lengths(
 
 
 def _check_shift(shift: int, length: int, length_name: str) -> None:
-    """TypeError unless shift is an int, ValueError unless 1 <= shift <
-    length (copying from shift back needs a position t >= shift)."""
-    check_int("shift", shift)
-    if not 1 <= shift < length:
+    """TypeError unless shift is a Python int (an offset), ValueError unless
+    1 <= shift < length (copying from shift back needs a position t >=
+    shift)."""
+    check_size("shift", shift, 1)
+    if shift >= length:
         raise ValueError(
             f"shift must be in [1, {length_name} - 1] = [1, {length - 1}], "
             f"got {shift}"

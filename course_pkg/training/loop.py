@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
@@ -39,6 +39,7 @@ from course_pkg.checks import (
     check_positive_number,
     check_probability,
     check_range,
+    check_rates,
     check_same_device,
     check_tensor,
 )
@@ -342,6 +343,65 @@ def train_seq2seq(
         num_tokens += epoch_tokens
         epoch_loss.append(loss_sum / max(epoch_tokens, 1))
     return training_record(model, start, epoch_loss, step_loss, num_tokens)
+
+
+def train_seq2seq_by_epoch(
+    model: nn.Module,
+    train_iter: Iterable,
+    lr_per_epoch: Sequence[float],
+    tgt_vocab_or_pad: Any,
+    device: torch.device | str | None = None,
+    grad_clip: float | None = 1.0,
+    *,
+    label_smoothing: float = 0.0,
+) -> dict[str, Any]:
+    """:func:`train_seq2seq` with its own learning rate in each epoch: one
+    Adam for the whole run, its rate set to ``lr_per_epoch[e]`` before
+    epoch e (the schedule of the Transformer chapters).
+
+    Args:
+        lr_per_epoch: one rate per epoch; their number is the number of
+            epochs. The others as in :func:`train_seq2seq`.
+    Returns:
+        dict with ``epoch_loss`` (one per epoch), ``step_loss`` and
+        ``train_seconds`` (all epochs); the model is left in eval mode.
+    Raises:
+        TypeError, ValueError: lr_per_epoch not a non-empty list or tuple
+            of finite rates > 0; what :func:`train_seq2seq` refuses, before
+            the first epoch.
+    """
+    _check_train_seq2seq_by_epoch(
+        model, lr_per_epoch, tgt_vocab_or_pad, device, grad_clip,
+        label_smoothing,
+    )  # fmt: skip
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr_per_epoch[0])
+    record = {"epoch_loss": [], "step_loss": [], "train_seconds": 0.0}
+    for lr in lr_per_epoch:
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        epoch = train_seq2seq(
+            model, train_iter, lr, 1, tgt_vocab_or_pad, device, grad_clip,
+            optimizer=optimizer, label_smoothing=label_smoothing,
+        )  # fmt: skip
+        for key in record:
+            record[key] += epoch[key]
+    return record
+
+
+def _check_train_seq2seq_by_epoch(
+    model: object,
+    lr_per_epoch: object,
+    tgt_vocab_or_pad: object,
+    device: object,
+    grad_clip: object,
+    label_smoothing: object,
+) -> None:
+    """The rates, then what :func:`train_seq2seq` checks (model, pad,
+    device, grad_clip) and label_smoothing in [0, 1)."""
+    check_rates("lr_per_epoch", lr_per_epoch)
+    _check_training(1, lr_per_epoch[0], grad_clip)
+    _pad_and_device(model, tgt_vocab_or_pad, device, False)
+    check_probability("label_smoothing", label_smoothing)
 
 
 def _check_training(num_epochs: Any, lr: Any, grad_clip: Any = None) -> None:
