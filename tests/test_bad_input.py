@@ -2074,7 +2074,9 @@ def test_a_numpy_integer_is_refused_at_the_door_or_accepted(key, name):
 def test_same_tells_results_apart():
     # The comparison the NumPy sweep relies on for accepted calls.
     x = torch.tensor([1.0, float("nan")])
-    assert _same((x, {"train_seconds": 1.0}), (x.clone(), {"train_seconds": 2.0}))
+    assert _same(
+        (x, {"train_seconds": 1.0}), (x.clone(), {"train_seconds": 2.0})
+    )
     assert _same([np.int64(3)], [3]) and _same(True, True)
     assert not _same(True, 1) and not _same([3], [4])
     assert not _same(x, x.double()) and not _same(x, torch.tensor([1.0, 2.0]))

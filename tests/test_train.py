@@ -274,14 +274,18 @@ def test_by_epoch_sets_each_epochs_rate_on_one_adam():
     history = train_seq2seq_by_epoch(model, batches, rates, PAD)
     assert history["step_loss"] == step_loss
     assert len(history["epoch_loss"]) == 3 and history["train_seconds"] > 0
-    for a, b in zip(model.state_dict().values(), expected.state_dict().values()):
+    for a, b in zip(
+        model.state_dict().values(), expected.state_dict().values()
+    ):
         assert torch.equal(a, b)
     # A constant schedule is train_seq2seq with num_epochs epochs.
     constant = tiny_model()
     train_seq2seq(constant, batches, 0.01, 2, PAD, progress=False)
     again = tiny_model()
     train_seq2seq_by_epoch(again, batches, [0.01, 0.01], PAD)
-    for a, b in zip(again.state_dict().values(), constant.state_dict().values()):
+    for a, b in zip(
+        again.state_dict().values(), constant.state_dict().values()
+    ):
         assert torch.equal(a, b)
 
 

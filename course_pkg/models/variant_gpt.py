@@ -211,7 +211,8 @@ class VariantGPT(GPT):
 
             def make_head() -> nn.Module:
                 return nn.Sequential(
-                    NORMS[norm](num_hiddens), nn.Linear(num_hiddens, vocab_size)
+                    NORMS[norm](num_hiddens),
+                    nn.Linear(num_hiddens, vocab_size),
                 )
 
         super().__init__(
