@@ -399,7 +399,7 @@ def _check_train_seq2seq_by_epoch(
     """The rates, then what :func:`train_seq2seq` checks (model, pad,
     device, grad_clip) and label_smoothing in [0, 1)."""
     check_rates("lr_per_epoch", lr_per_epoch)
-    check_grad_clip(grad_clip)
+    _check_training(1, lr_per_epoch[0], grad_clip)
     _pad_and_device(model, tgt_vocab_or_pad, device, False)
     check_probability("label_smoothing", label_smoothing)
 
@@ -415,4 +415,5 @@ def _check_training(num_epochs: Any, lr: Any, grad_clip: Any = None) -> None:
     """
     check_nonnegative_int("num_epochs", num_epochs)
     check_positive_number("lr", lr)
-    check_grad_clip(grad_clip)
+    if grad_clip is not None:
+        check_positive_number("grad_clip", grad_clip)
